@@ -536,6 +536,7 @@ typedef struct FitMiss {
     int64_t over;            /* the least peak it reached, with the host program's bytes */
     int64_t host;            /* the host program's bytes */
     double auto_mem;         /* the auto-sharder's estimate of its plan's peak */
+    bool search_failed;      /* step 3a, the auto-sharder, failed (its error in d) */
 } FitMiss;
 
 /* The pipeline once (compile_module); *miss (NULL: not asked) filled
@@ -570,8 +571,11 @@ static IrStatus compile_once(IrModule *src, const CompileOptions *opt, CompileRe
     p->num_replicas = r;
 
     /* 3a. auto-shard */
-    if (o.auto_shard)
+    if (o.auto_shard) {
         st = auto_shard(src, o.auto_shard, &out->autoshard, d);
+        if (st != IR_OK && miss)
+            miss->search_failed = true;
+    }
 
     /* 3. propagate (scans first become loops: the loop rules partition them) */
     ShdPropagateOptions popt = {.num_devices = n};
@@ -708,18 +712,51 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     if (!ao.on_host)
         ao.on_host = on_host;
     o.auto_shard = &ao;
-    IrDiag first = {0};
+    IrDiag first = {0}, refused = {0};
+    bool unlimited = false;
     for (int32_t tries = 0;; tries++) {
-        IrModule *again = tries < AUTO_FIT_TRIES ? ir_module_clone(src) : NULL;
+        IrModule *again = tries < AUTO_FIT_TRIES || (!unlimited && ao.mem_limit > 0) ? ir_module_clone(src) : NULL;
         FitMiss miss = {0};
         IrDiag mine = {0};
         IrStatus st = compile_once(src, &o, out, &miss, &mine);
         int64_t over = miss.over, host = miss.host;
-        if (st == IR_OK || over <= host || !again || host >= opt->memory_limit) {
+        if (st == IR_EINPUT && miss.search_failed && !unlimited && again) {
+            /* The search refused the limit: its memory row counts no
+             * recomputation, and the fit (step 5c) may meet with
+             * recomputed values a limit no sharding meets without.
+             * Planned once more with no limit in the search (its fastest
+             * plan), the fit alone holds the limit; where it cannot,
+             * both errors are said. */
+            refused = mine;
+            ao.mem_limit = 0;
+            unlimited = true;
+            src = again;
+            continue;
+        }
+        if (unlimited && st != IR_OK && mine.status != IR_OK && !miss.search_failed) {
+            ir_module_free(again);
+            ir_error(d, st, mine.file, NULL, mine.pos, "%s (the search counts no recomputation); its fastest "
+                     "sharding without the limit, fitted by recomputing values: %s",
+                     refused.msg ? refused.msg : "no sharding fits the memory limit",
+                     mine.msg ? mine.msg : "does not fit");
+            ir_diag_clear(&first);
+            ir_diag_clear(&refused);
+            ir_diag_clear(&mine);
+            return st;
+        }
+        if (unlimited && st != IR_OK) {
+            /* The search failed without the limit too: its refusal is the
+             * error (the first try's, where there was one before it). */
+            ir_diag_clear(&mine);
+            mine = refused;
+            refused = (IrDiag){0};
+        }
+        if (st == IR_OK || over <= host || !again || host >= opt->memory_limit || unlimited) {
             ir_module_free(again);
             if (st != IR_OK && (first.status != IR_OK || mine.status != IR_OK))
                 st = hand_over(d, first.status != IR_OK ? &first : &mine);
             ir_diag_clear(&first);
+            ir_diag_clear(&refused);
             ir_diag_clear(&mine);
             return st;
         }

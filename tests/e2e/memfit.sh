@@ -543,4 +543,22 @@ for L in 297309 299000 300000 305000 310000; do
     [ "$prev" -lt 0 ] || [ "$f" -le "$prev" ] || fail "dp3: --limit memory=$L recomputes $f FLOPs, more than $prev at a stricter limit"
     prev=$f
 done
+
+# ---- --auto-shard under a limit only recomputation meets: the search
+# (which counts no recomputation) refuses it, its fastest sharding
+# without the limit is fitted instead (compile/driver.c compile_module;
+# refused before, the smallest estimate being 452,356 bytes): the plan
+# holds 250,000 on every device, measured, and equals the reference;
+# under a limit nothing meets, both reasons are said ----
+DP3="$TESSEL_SRC/tests/e2e/memfit_dp3.hlo"
+expect_status 0 "$TESSEL" compile "$DP3" --auto-shard --mesh 3 --limit memory=250000 -o "$WORK/dp3auto.plan"
+expect_in "$ERR" "memory fit: limit 250000 bytes per device"
+expect_status 0 "$TESSEL" run "$WORK/dp3auto.plan" --random-inputs 5 --stats --output-dir "$WORK/dp3auto"
+within_limit "$ERR" 3 250000 || fail "dp3 --auto-shard: a measured peak over 250000: $(grep 'memory per' "$ERR")"
+expect_status 0 "$TESSEL" run "$DP3" --reference --random-inputs 5 --output-dir "$WORK/dp3ref"
+same_outputs "$WORK/dp3ref" "$WORK/dp3auto" "dp3 --auto-shard at 250000"
+expect_status 2 "$TESSEL" compile "$DP3" --auto-shard --mesh 3 --limit memory=50000 -o "$WORK/dp3none.plan"
+expect_in "$ERR" "no sharding over the mesh fits the memory limit: the smallest estimate is"
+expect_in "$ERR" "(the search counts no recomputation); its fastest sharding without the limit, fitted by recomputing values: cluster 0 needs at least"
+[ ! -e "$WORK/dp3none.plan" ] || fail "dp3 --auto-shard at 50000: a plan was written"
 echo "memfit: ok"
