@@ -9,7 +9,8 @@
  * rank 0's, field by field, in the same order: every rank reaches the
  * same verdict from the same bytes, so a difference is one error on every
  * rank (naming the field and the first rank that differs, with both
- * values when they are short texts) and nobody waits for anybody.
+ * values when they are short texts, then the other fields that differ
+ * and their first ranks) and nobody waits for anybody.
  *
  *   rank 0: {plan ab12.., seed "7", steps "3", --output-dir "yes"}
  *   rank 1: {plan ab12.., seed "8", steps "3", --output-dir "no"}
@@ -59,11 +60,12 @@ static void show(const uint8_t *w, char *buf, size_t n)
     }
 }
 
-/* The first field (in order) where some rank's record differs from rank
- * 0's, and the lowest such rank: the same answer on every rank. */
-static bool first_difference(const uint8_t *all, int size, int *field, int *rank)
+/* The first field from `from` on (in order) where some rank's record
+ * differs from rank 0's, and the lowest such rank: the same answer on
+ * every rank. */
+static bool first_difference(const uint8_t *all, int size, int from, int *field, int *rank)
 {
-    for (int k = 0; k < RT_AGREE_FIELDS; k++) {
+    for (int k = from; k < RT_AGREE_FIELDS; k++) {
         const uint8_t *zero = all + (size_t)k * WIRE;
         for (int r = 0; r < size; r++) {
             const uint8_t *w = all + ((size_t)r * RT_AGREE_FIELDS + (size_t)k) * WIRE;
@@ -91,7 +93,7 @@ IrStatus rt_mpi_agree_fields(CollMpi *t, const RtAgreeField *f, int n, IrDiag *d
     IrStatus st = coll_mpi_gather(t, mine, one, all, -1, d);
     ts_free(mine);
     int k = 0, r = 0;
-    if (st != IR_OK || !first_difference(all, coll_mpi_size(t), &k, &r)) {
+    if (st != IR_OK || !first_difference(all, coll_mpi_size(t), 0, &k, &r)) {
         ts_free(all);
         return st;
     }
@@ -101,13 +103,28 @@ IrStatus rt_mpi_agree_fields(CollMpi *t, const RtAgreeField *f, int n, IrDiag *d
     char theirs[96], zero[96];
     show(all + ((size_t)r * RT_AGREE_FIELDS + (size_t)k) * WIRE, theirs, sizeof theirs);
     show(all + (size_t)k * WIRE, zero, sizeof zero);
+    /* The other fields that differ, by name and first rank (a user fixing
+     * one difference should not meet the next only on the next launch). */
+    char more[400] = "";
+    size_t used = 0;
+    int others = 0;
+    for (int k2 = k + 1, r2 = 0; first_difference(all, coll_mpi_size(t), k2, &k2, &r2); k2++, others++) {
+        if (others >= 4)
+            continue;
+        const char *name = k2 < n && f[k2].what ? f[k2].what : "a field of the caller's";
+        int w = snprintf(more + used, sizeof more - used, "%s%s (rank %d)", others ? ", " : "; also different: ",
+                         name, r2);
+        used = w > 0 && (size_t)w < sizeof more - used ? used + (size_t)w : sizeof more - 1;
+    }
+    if (others > 4)
+        snprintf(more + used, sizeof more - used, " and %d more", others - 4);
     st = r == 0 ? ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                           "the ranks cannot agree: rank 0's %s is %s; every rank stops, nothing written", what,
-                           zero)
+                           "the ranks cannot agree: rank 0's %s is %s%s; every rank stops, nothing written", what,
+                           zero, more)
                 : ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                           "the ranks do not run the same thing: rank %d's %s is %s, rank 0's is %s; every "
+                           "the ranks do not run the same thing: rank %d's %s is %s, rank 0's is %s%s; every "
                            "rank stops, nothing written",
-                           r, what, theirs, zero);
+                           r, what, theirs, zero, more);
     ts_free(all);
     return st;
 }

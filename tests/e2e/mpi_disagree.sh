@@ -15,7 +15,9 @@
 #   n/a       not a thing two ranks can differ in here (the row says why)
 # A variable or option missing from the table fails the test, so a knob
 # added later must be classed (and, if it must match, agreed on).
-# Then 4 ranks where only rank 3 differs: a seed (stopped, naming rank 3)
+# Then 4 ranks where only rank 3 differs: a seed (stopped, naming rank 3);
+# rank 2's steps and rank 3's seed (both named, the second after "also
+# different:");
 # and TESSEL_MPI_PIECE_BYTES (the same result).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
@@ -188,6 +190,16 @@ env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun -np 3 "${R4[@]}" : -np 1 "$TESSE
 expect_in "$ERR" "rank 3's random inputs' seed is \"9\", rank 0's is \"7\""
 for r in 0 1 2 3; do expect_in "$ERR" "rank $r: the ranks do not run the same thing"; done
 [ ! -e "$WORK/out" ] || fail "4 ranks, rank 3's seed: $WORK/out was written"
+# Two fields differ (rank 2's steps, rank 3's seed): the first is named
+# with both values, the other after it with its rank, on every rank.
+got=0
+env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun -np 2 "${R4[@]}" : -np 1 "${R4[@]}" --steps 2 : -np 1 "$TESSEL" run \
+    "$WORK/m4.hlo" --random-inputs 9 --output-dir "$WORK/out" >"$OUT" 2>"$ERR" || got=$?
+[ "$got" = 2 ] || fail "4 ranks, rank 2's steps and rank 3's seed: exit $got, expected 2"
+for r in 0 1 2 3; do
+    expect_in "$ERR" "rank $r: the ranks do not run the same thing: rank 3's random inputs' seed is \"9\", rank 0's is \"7\"; also different: steps (rank 2)"
+done
+[ ! -e "$WORK/out" ] || fail "4 ranks, two differences: $WORK/out was written"
 got=0
 env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun -np 3 "${R4[@]}" : -np 1 env TESSEL_MPI_PIECE_BYTES=13 \
     TESSEL_MPI_PIPELINE_BYTES=0 "${R4[@]}" >"$OUT" 2>"$ERR" || got=$?
