@@ -397,12 +397,23 @@ static int set_limit(const CliCommand *cmd, CliOptions *o, const char *v)
     return rc;
 }
 
+/* A path option (--output-dir, --checkpoint-dir, --resume, -o, --infeed):
+ * an empty one names no file, and would otherwise reach the file system as
+ * "" and fail there as an I/O error (status 1, "tessel: : error: ..."). */
+static int set_path(const CliCommand *cmd, const OptSpec *s, const char *v, const char **out)
+{
+    if (!*v)
+        return cli_usage_error(cmd, "%s needs a path, not ''", s->name);
+    *out = v;
+    return CLI_OK;
+}
+
 static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, const char *v)
 {
     switch (s->bit) {
     case OPT_INPUT: return add_input(cmd, o, v);
     case OPT_RANDOM: o->random = true; return parse_seed(cmd, v, &o->seed);
-    case OPT_OUTPUT_DIR: o->output_dir = v; return CLI_OK;
+    case OPT_OUTPUT_DIR: return set_path(cmd, s, v, &o->output_dir);
     case OPT_PARTITIONS: return parse_count(cmd, s->name, v, &o->num_partitions);
     case OPT_REPLICAS: return parse_count(cmd, s->name, v, &o->num_replicas);
     case OPT_HOSTS: return parse_count(cmd, s->name, v, &o->hosts);
@@ -418,8 +429,8 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_TIMEOUT: return parse_seconds(cmd, s->name, v, &o->timeout);
     case OPT_HEARTBEAT: return parse_heartbeat(cmd, s->name, v, &o->heartbeat);
     case OPT_CHECKPOINT_EVERY: return parse_count(cmd, s->name, v, &o->checkpoint_every);
-    case OPT_CHECKPOINT_DIR: o->checkpoint_dir = v; return CLI_OK;
-    case OPT_RESUME: o->resume = v; return CLI_OK;
+    case OPT_CHECKPOINT_DIR: return set_path(cmd, s, v, &o->checkpoint_dir);
+    case OPT_RESUME: return set_path(cmd, s, v, &o->resume);
     case OPT_OUTPUT_DEVICE: {
         /* A device number is >= 0: parse_count's rule shifted by one. */
         char *end;
@@ -437,14 +448,14 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
             return cli_usage_error(cmd, "--format is text, json, dot or html, not '%s'", v);
         o->format = v;
         return CLI_OK;
-    case OPT_OUT: o->out = v; return CLI_OK;
+    case OPT_OUT: return set_path(cmd, s, v, &o->out);
     case OPT_WRT: o->wrt = v; return CLI_OK;
     case OPT_LOSS: o->loss = v; return CLI_OK;
     case OPT_REMAT: o->remat = v; return CLI_OK;
     case OPT_SGD: return parse_rate(cmd, s->name, v, &o->sgd);
     case OPT_ADAM: return parse_rate(cmd, s->name, v, &o->adam);
     case OPT_LIMIT: return set_limit(cmd, o, v);
-    case OPT_INFEED: return add_infeed(o, v);
+    case OPT_INFEED: return *v ? add_infeed(o, v) : cli_usage_error(cmd, "--infeed needs a path, not ''");
     case OPT_SHOW: return add_name(&o->show, &o->nshow, v);
     case OPT_EXPAND: return add_name(&o->expand, &o->nexpand, v);
     case OPT_DUMP_DIR:

@@ -49,6 +49,14 @@ expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --num-partition
 expect_in "$ERR" "--num-partitions needs a whole number >= 1"
 expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --input x.npy
 expect_in "$ERR" "--input needs INDEX_OR_NAME=FILE.npy"
+# an empty path names no file: a usage error (it reached the file system
+# as "" before: "tessel: : error: cannot create the output directory", status 1)
+for opt in --output-dir --checkpoint-dir --resume --infeed; do
+    expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs 1 "$opt" ''
+    expect_in "$ERR" "$opt needs a path, not ''"
+done
+expect_status 2 "$TESSEL" compile "$TESSEL_SRC/examples/softmax.hlo" -o ''
+expect_in "$ERR" "-o needs a path, not ''"
 expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --reference --reference
 expect_in "$ERR" "given twice"
 expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --stats=yes
