@@ -52,6 +52,8 @@ struct TsOutputDir {
     char *dir;
     int lock_fd;
     bool made;               /* DIR did not exist: made here */
+    dev_t dev;               /* DIR's identity when it was locked */
+    ino_t ino;
 };
 
 static const char LOCK[] = ".tessel.lock";
@@ -90,6 +92,10 @@ static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
     } else if (errno != EEXIST) {
         return fail_errno(IR_ERUNTIME, dir, "cannot create the output directory", errno, d);
     }
+    if (stat(dir, &sb) != 0)
+        return fail_errno(IR_ERUNTIME, dir, "cannot use the output directory", errno, d);
+    od->dev = sb.st_dev;
+    od->ino = sb.st_ino;
     char *lp = join(dir, LOCK);
     if (!lp)
         return api_give(ir_oom(&id, NULL), &id, d);
@@ -641,15 +647,30 @@ static void undo(const char *dir, Set *s, char *mtmp)
         unlink(mtmp);
 }
 
+/* DIR is still the directory this run locked (ts_output_dir_open may have
+ * locked it long before the outputs come): one removed, moved away or
+ * replaced by another at the same path meanwhile is not written into, since
+ * that one was never locked nor checked (check_replace), and may be a
+ * user's; the run fails naming it (status 1), nothing written. */
+static TsStatus same_dir(const TsOutputDir *od, TsDiag *d)
+{
+    struct stat sb;
+    if (stat(od->dir, &sb) == 0 && sb.st_dev == od->dev && sb.st_ino == od->ino)
+        return TS_OK;
+    IrDiag id = {0};
+    return api_give(ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0},
+                             "the output directory was removed, moved or replaced during the run (it is not "
+                             "the directory this run locked); no output written"),
+                    &id, d);
+}
+
 TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
 {
     API_NEED(o, d);
     API_NEED(od, d);
-    if (od->lock_fd < 0) {
-        TsStatus ls = lock_dir(od, d);
-        if (ls != TS_OK)
-            return ls;
-    }
+    TsStatus ls = od->lock_fd < 0 ? lock_dir(od, d) : same_dir(od, d);
+    if (ls != TS_OK)
+        return ls;
     IrDiag id = {0};
     Set s;
     const char *why = NULL;

@@ -493,7 +493,12 @@ static int write_or_print(const CliOptions *o, const TsOutputs *out)
     TsStatus st = g_outdir ? ts_outputs_write_to(out, g_outdir, &d) : ts_outputs_write(out, o->output_dir, &d);
     g_writing = 0;
     if (g_signal) {
-        ts_outputs_remove(out, o->output_dir);
+        /* Only a write that succeeded has files of this run to remove: a
+         * failed one has undone its own, and what the names lead to now
+         * is an earlier run's set or, in a directory replaced meanwhile,
+         * the user's files. */
+        if (st == TS_OK)
+            ts_outputs_remove(out, o->output_dir);
         release_output_dir(); /* removes the directory if this run made it */
         on_signal(g_signal);
     }

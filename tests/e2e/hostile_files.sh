@@ -29,6 +29,10 @@
 #     resume fell back a checkpoint); a checkpoint name taken by a user's
 #     directory: the run fails, the user's directory and no temporary
 #     .step-S.XXXXXX left.
+# 12. The output directory moved away and another made at its path while
+#     the run computes (it is locked at the start): status 1 naming it,
+#     the user's output_0.npy in the new one kept; removed: status 1, not
+#     made again (the outputs went into whatever was at the path before).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -191,3 +195,55 @@ expect_status 1 "$TESSEL" run "$SGD" --random-inputs 3 --steps 3 --checkpoint-ev
 expect_in "$WORK/ck12/step-3/notes.txt" "mine"
 ! ls -d "$WORK"/ck12/.step-* >/dev/null 2>&1 || fail "a temporary checkpoint directory was left: $(ls -a "$WORK/ck12")"
 echo "hostile_files: an output dir inside a checkpoint is refused; a taken name leaves no temporary"
+
+# ---- 12. the output directory replaced or removed during the run ----
+# 1,000 trips of tessel_print write 101 kB to stdout: past a pipe's 64 kB
+# the run waits for the reader, which first swaps the directory.
+PR="$WORK/print.hlo"
+cat >"$PR" <<'HLO'
+HloModule print_loop
+body {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  v = f32[4] get-tuple-element(p), index=1
+  s = f32[4] custom-call(v), custom_call_target="tessel_print"
+  ROOT t = (s32[], f32[4]) tuple(i2, s)
+}
+cond {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(1000)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY main {
+  x = f32[4] parameter(0)
+  z = s32[] constant(0)
+  t = (s32[], f32[4]) tuple(z, x)
+  w = (s32[], f32[4]) while(t), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+}
+HLO
+D12="$WORK/o12"
+for how in replace remove; do
+    rm -rf "$D12" "$D12.moved"
+    mkdir "$D12"
+    rc=0
+    "$TESSEL" run "$PR" --random-inputs 1 --output-dir "$D12" 2>"$ERR" | {
+        while [ ! -e "$D12/.tessel.lock" ]; do sleep 0.05; done
+        mv "$D12" "$D12.moved"
+        if [ "$how" = replace ]; then mkdir "$D12" && echo mine >"$D12/output_0.npy"; fi
+        cat >/dev/null
+    } || rc=$?
+    [ "$rc" = 1 ] || fail "a run whose output directory was ${how}d mid-run exited $rc, expected 1"
+    expect_in "$ERR" "$D12: error: the output directory was removed, moved or replaced during the run"
+    if [ "$how" = replace ]; then
+        [ "$(ls -A "$D12")" = output_0.npy ] || fail "the replacing directory was written: $(ls -A "$D12")"
+        expect_in "$D12/output_0.npy" mine
+    else
+        [ ! -e "$D12" ] || fail "a removed output directory was made again: $(ls -A "$D12")"
+    fi
+    [ "$(ls -A "$D12.moved")" = .tessel.lock ] || fail "the moved directory was written: $(ls -A "$D12.moved")"
+done
+echo "hostile_files: an output directory replaced or removed mid-run is not written into"
