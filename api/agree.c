@@ -6,6 +6,12 @@
  *
  * The fields, in the order they are compared (the first that differs is
  * the one named):
+ *   tessel's build         the library's version and the GNU build id of
+ *                          the ELF object it is linked into (the linker's
+ *                          hash of its code): a host running another
+ *                          build (an upgrade on some hosts only) computes
+ *                          with other kernels, so it is named before its
+ *                          other compile is (build_id)
  *   the compiled program   SHA-256 of its plan text but the model's path
  *                          (a model compiled on each rank with other
  *                          options, or another model, or a plan edited on
@@ -51,6 +57,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <link.h>
 #include <nettle/sha2.h>
 
 typedef struct Fields {
@@ -379,9 +386,78 @@ TsStatus ts_sha256(const void *bytes, size_t n, char out[65], TsDiag *d)
     return TS_OK;
 }
 
+/* ---- tessel's build ---- */
+
+/* The ELF object holding this file's code (the tessel binary, or
+ * libtessel.so under Python) and, found there, its build id's first bytes
+ * in hex ("" when the object has none: linked without --build-id). */
+typedef struct BuildId {
+    uintptr_t addr;          /* an address inside the object */
+    char hex[2 * 12 + 1];
+} BuildId;
+
+static const char build_anchor = 0;
+
+/* The notes of one PT_NOTE segment: the NT_GNU_BUILD_ID one into b. */
+static void note_build_id(const uint8_t *p, const uint8_t *end, size_t align, BuildId *b)
+{
+    static const char hex[] = "0123456789abcdef";
+    while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+        const ElfW(Nhdr) *n = (const void *)p;
+        size_t name = (n->n_namesz + align - 1) & ~(align - 1), desc = (n->n_descsz + align - 1) & ~(align - 1);
+        const uint8_t *nm = p + sizeof *n;
+        if ((size_t)(end - nm) < name || (size_t)(end - nm) - name < desc)
+            return;
+        const uint8_t *ds = nm + name;
+        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(nm, "GNU", 4) == 0) {
+            size_t k = 0;
+            for (; k < n->n_descsz && 2 * k + 2 < sizeof b->hex; k++) {
+                b->hex[2 * k] = hex[ds[k] >> 4];
+                b->hex[2 * k + 1] = hex[ds[k] & 15];
+            }
+            b->hex[2 * k] = 0;
+            return;
+        }
+        p = ds + desc;
+    }
+}
+
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    BuildId *b = data;
+    bool mine = false;
+    for (int i = 0; i < info->dlpi_phnum && !mine; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        mine = ph->p_type == PT_LOAD && b->addr >= lo && b->addr - lo < ph->p_memsz;
+    }
+    if (!mine)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum && !b->hex[0]; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const uint8_t *at = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+        note_build_id(at, at + ph->p_memsz, ph->p_align == 8 ? 8 : 4, b);
+    }
+    return 1;
+}
+
+/* "0.2.0 build 0123456789abcdef01234567", or "0.2.0, no build id". */
+static void build_id(char *out, size_t n)
+{
+    BuildId b = {.addr = (uintptr_t)&build_anchor, .hex = ""};
+    dl_iterate_phdr(find_build_id, &b);
+    snprintf(out, n, b.hex[0] ? "%s build %s" : "%s, no build id", TS_VERSION, b.hex);
+}
+
 IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d)
 {
     Fields fs = {.n = 0};
+    char build[64];
+    build_id(build, sizeof build);
+    add_text(&fs, "tessel build (version and GNU build id)", "%s", build);
     char names[OWN_INPUTS][NAME];
     char *text = ts_plan_file_text(p);
     if (text) {

@@ -15,7 +15,8 @@
 #   n/a       not a thing two ranks can differ in here (the row says why)
 # A variable or option missing from the table fails the test, so a knob
 # added later must be classed (and, if it must match, agreed on).
-# Then 4 ranks where only rank 3 differs: a seed (stopped, naming rank 3);
+# Then rank 1 running another build of tessel (stopped, naming the build),
+# and 4 ranks where only rank 3 differs: a seed (stopped, naming rank 3);
 # rank 2's steps and rank 3's seed (both named, the second after "also
 # different:");
 # and TESSEL_MPI_PIECE_BYTES (the same result).
@@ -176,6 +177,20 @@ env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun -np 1 env "${ENV_A[@]}" "$TESSEL
 [ "$got" = 0 ] || fail "$ENV_NAMES differing per rank: exit $got, expected the run"
 cmp -s "$REF" "$WORK/out/output_0.npy" || fail "$ENV_NAMES differing per rank: output_0.npy is not the one-process run's"
 echo "mpi_disagree:$ENV_NAMES (same, at once): exit 0"
+
+# ---- rank 1 runs another build of tessel ----
+# The binary without its GNU build id note stands for another build (an
+# upgrade on some hosts only): stopped before work, naming the build (it
+# ran, and another build's kernels could give another answer).
+objcopy --remove-section .note.gnu.build-id "$TESSEL" "$WORK/tessel_other_build"
+rm -rf "$WORK/out"
+got=0
+env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun -np 1 "$TESSEL" run "$M" --random-inputs 7 --output-dir "$WORK/out" \
+    : -np 1 "$WORK/tessel_other_build" run "$M" --random-inputs 7 --output-dir "$WORK/out" >"$OUT" 2>"$ERR" || got=$?
+[ "$got" = 2 ] || fail "another build on rank 1: exit $got, expected 2"
+expect_in "$ERR" "rank 1's tessel build (version and GNU build id) is \"$("$TESSEL" --version 2>/dev/null | grep -o '[0-9][0-9.]*' | head -1), no build id\""
+[ ! -e "$WORK/out" ] || fail "another build on rank 1: $WORK/out was written"
+echo "mpi_disagree: another build on rank 1 (stop): exit $got"
 
 # ---- 4 ranks, rank 3 alone differs ----
 rm -rf "$WORK/out" "$WORK/out2" "$WORK/ck" "$WORK/dump"
