@@ -136,6 +136,8 @@ typedef struct CliOptions {
     const char *watch;       /* --watch NAME */
     const char *why;         /* --why NAME (plan) */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
+    const char *limit_given[16]; /* each --limit NAME=VALUE taken (a NAME once: argv's strings) */
+    int32_t nlimit_given;
     double timeout;          /* --timeout SECONDS (0: none) */
     double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
     double link_gbps;        /* --link-gbps G (0: the cost model's 10) */

@@ -387,11 +387,21 @@ static int read_key(const CliCommand *cmd, const char *path, CliOptions *o)
     return CLI_OK;
 }
 
+/* --limit NAME=VALUE, each NAME once: a second one (--limit memory=1G
+ * --limit memory=2G) is refused as any option given twice is, rather than
+ * the last silently winning. */
 static int set_limit(const CliCommand *cmd, CliOptions *o, const char *v)
 {
+    size_t n = strcspn(v, "=");
+    for (int32_t k = 0; k < o->nlimit_given; k++)
+        if (strncmp(o->limit_given[k], v, n) == 0 && o->limit_given[k][n] == '=')
+            return cli_usage_error(cmd, "--limit %.*s given twice (%s and %s)", (int)n, v, o->limit_given[k], v);
     TsDiag d = {0};
-    if (ts_limits_set(&o->limits, v, &d) == TS_OK)
+    if (ts_limits_set(&o->limits, v, &d) == TS_OK) {
+        if (o->nlimit_given < (int32_t)(sizeof o->limit_given / sizeof *o->limit_given))
+            o->limit_given[o->nlimit_given++] = v;
         return CLI_OK;
+    }
     int rc = cli_usage_error(cmd, "%s", d.msg ? d.msg : "bad --limit");
     ts_diag_clear(&d);
     return rc;

@@ -114,6 +114,9 @@ expect_status 2 "$TESSEL" check "$TESSEL_SRC/examples/mlp.hlo" --limit elements=
 expect_in "$ERR" "more than the limit of 100"
 head -1 "$ERR" | grep -Eq "mlp.hlo:[0-9]+:[0-9]+: error: " || fail "limit error lacks FILE:LINE:COL"
 expect_status 0 "$TESSEL" check "$TESSEL_SRC/examples/mlp.hlo" --limit elements=512 --limit rank=2
+# one NAME twice: refused as any option given twice (the last silently won)
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --limit memory=1 --limit rank=2 --limit memory=1G
+expect_in "$ERR" "--limit memory given twice (memory=1 and memory=1G)"
 expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --limit rank=1
 expect_in "$ERR" "rank exceeds the limit of 1"
 expect_status 2 "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" --limit name=3 -o "$WORK/limit.plan"
