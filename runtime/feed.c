@@ -21,12 +21,17 @@ static IrStatus feed_leaf(RtFeed *f, const IrModule *m, const IrInstr *ins, cons
                         "%s: %s needs a value from the host: give one with --infeed FILE.npy "
                         "(%d given, all used)", ins->name, ir_op_name(ins->op), (int)f->nfiles);
     const char *path = f->files[f->next++];
+    char what[160];
+    snprintf(what, sizeof what, "the value of %s %s", ir_op_name(ins->op), ins->name);
+    /* the file against the value first: a header that lies about its
+     * size is refused, not allocated for */
+    IrStatus st = rt_npy_check(path, s, what, d);
+    if (st != IR_OK)
+        return st;
     DevValue *v = dev_value_new_uninit(s);
     if (!v)
         return ir_oom(d, NULL);
-    char what[160];
-    snprintf(what, sizeof what, "the value of %s %s", ir_op_name(ins->op), ins->name);
-    IrStatus st = rt_npy_read(path, s, what, v->data, d);
+    st = rt_npy_read(path, s, what, v->data, d);
     if (st != IR_OK) {
         dev_value_unref(v);
         return st;

@@ -291,9 +291,29 @@ void rt_args_free(RtArgs *a)
 }
 
 /* Load every leaf, then assemble the parameters. */
+/* Every file bound to a leaf, checked against it (header, dtype, shape,
+ * size) before any leaf is allocated: a header declaring 16 GB over 16
+ * bytes of data is "truncated", not an allocation of the 16 GB. */
+static IrStatus check_files(const IrComputation *c, const Leaves *l, IrDiag *d)
+{
+    IrStatus st = IR_OK;
+    for (int32_t p = 0; st == IR_OK && p < c->nparam; p++)
+        for (int64_t k = l->first[p]; st == IR_OK && k < l->first[p + 1]; k++) {
+            if (!l->path[k] || l->zero[k] || l->shape[k]->type == IR_TOKEN)
+                continue;
+            char *what = leaf_desc(c, p, k - l->first[p], false);
+            st = what ? rt_npy_check(l->path[k], l->shape[k], what, d) : fail(d, IR_ENOMEM, "out of memory");
+            ts_free(what);
+        }
+    return st;
+}
+
 static IrStatus load_all(const IrComputation *c, const Leaves *l, const RtBindOptions *opt,
                          RtArgs *out, IrDiag *d)
 {
+    IrStatus checked = check_files(c, l, d);
+    if (checked != IR_OK)
+        return checked;
     int64_t nleaf = l->first[c->nparam];
     DevValue **leaves = ts_calloc((size_t)nleaf + 1, sizeof *leaves);
     out->args = ts_calloc((size_t)c->nparam + 1, sizeof *out->args);

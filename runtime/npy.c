@@ -585,6 +585,19 @@ IrStatus rt_npy_read_box(const char *path, const IrShape *expect, const char *wh
     return st;
 }
 
+IrStatus rt_npy_check(const char *path, const IrShape *expect, const char *what, IrDiag *d)
+{
+    FILE *f = NULL;
+    RtNpyHeader h;
+    int64_t fsize = 0;
+    IrStatus st = open_npy(path, &f, &h, &fsize, d);
+    if (st != IR_OK)
+        return st;
+    st = check_match(path, &h, fsize, expect, what ? what : "the expected array", d);
+    fclose(f);
+    return st;
+}
+
 IrStatus rt_npy_read(const char *path, const IrShape *expect, const char *what, void *out,
                      IrDiag *d)
 {

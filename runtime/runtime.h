@@ -106,6 +106,12 @@ IrStatus rt_npy_read(const char *path, const IrShape *expect, const char *what, 
 IrStatus rt_npy_read_box(const char *path, const IrShape *expect, const char *what,
                          const int64_t *lo, const int64_t *hi, void *out, IrDiag *d);
 
+/* The checks of rt_npy_read (header, dtype and shape against `expect`,
+ * the file's size against the data the header declares) without reading
+ * any data: a caller that allocates for the array checks first, so a
+ * header that lies about its size is refused, not allocated for. */
+IrStatus rt_npy_check(const char *path, const IrShape *expect, const char *what, IrDiag *d);
+
 /* Write an array of `shape` from `data` (in-memory form as above) as a
  * .npy v1.0 file (v2.0 when the header needs it) at exactly `path`,
  * creating or truncating it. On failure the file at `path` is removed

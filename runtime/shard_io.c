@@ -175,6 +175,22 @@ static IrStatus box_keep(Reader *r, int64_t leaf, int32_t rank, const int64_t *o
     return IR_OK;
 }
 
+/* The file bound to leaf li of parameter p, checked against the leaf
+ * (header, dtype, shape, size) without reading its data. */
+static IrStatus check_file(const Reader *r, int32_t p, int64_t li, IrDiag *d)
+{
+    int64_t leaf = r->lb->first[p] + li;
+    const char *path = r->lb->path[leaf];
+    if (!path || r->lb->zero[leaf] || r->lb->shape[leaf]->type == IR_TOKEN)
+        return IR_OK;
+    char *what = rt_input_leaf_desc(r->sig, p, li);
+    if (!what)
+        return ir_oom(d, NULL);
+    IrStatus st = rt_npy_check(path, r->lb->shape[leaf], what, d);
+    ts_free(what);
+    return st;
+}
+
 /* Partition `part`'s shard of array leaf `leaf` of logical shape `full`
  * under sharding `s`. */
 static IrStatus read_leaf(Reader *r, int32_t p, int64_t li, int64_t leaf, const IrShape *full,
@@ -299,6 +315,12 @@ IrStatus rt_read_shards(const PlanCluster *c, const IrModule *sig, const RtBindO
         st = ir_oom(d, NULL);
     for (int64_t k = 0; st == IR_OK && k < nleaves; k++)
         r.head[k] = -1;
+    /* Every file against its leaf before any shard is allocated: a header
+     * declaring 16 GB over 16 bytes of data is "truncated", not an
+     * allocation of a shard of the 16 GB (out of memory, status 1). */
+    for (int32_t p = 0; st == IR_OK && p < lb.nparam; p++)
+        for (int64_t li = 0; st == IR_OK && li < lb.first[p + 1] - lb.first[p]; li++)
+            st = check_file(&r, p, li, d);
     for (int64_t k = 0; st == IR_OK && k < nlocal; k++)
         st = read_device(&r, (first + k) % c->num_partitions, &shards[k], d);
     if (st != IR_OK)

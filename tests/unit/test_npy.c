@@ -303,6 +303,31 @@ static void test_mismatches(void **state)
     unlink(path_of("x.npy"));
 }
 
+/* rt_npy_check: rt_npy_read's checks, no data read, nothing allocated
+ * for the array: a header declaring 2^31 x 4 floats over 16 bytes is
+ * truncated; the good file passes. */
+static void test_check_only(void **state)
+{
+    (void)state;
+    int64_t dims[] = {2147483648LL, 4};
+    IrShape s = mk(IR_F32, 2, dims);
+    float f[4] = {0};
+    put_npy("c.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2147483648, 4), }", f, sizeof f);
+    IrDiag d = {0};
+    assert_int_equal(rt_npy_check(path_of("c.npy"), &s, "parameter 0", &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "truncated: 34359738368 bytes of data expected, 16 found"));
+    ir_diag_clear(&d);
+    int64_t one[] = {4};
+    IrShape t = mk(IR_F32, 1, one);
+    put_npy("c.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", f, sizeof f);
+    assert_int_equal(rt_npy_check(path_of("c.npy"), &t, "parameter 0", &d), IR_OK);
+    put_npy("c.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", f, sizeof f);
+    assert_int_equal(rt_npy_check(path_of("c.npy"), &t, "parameter 0", &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "dtype <f8 does not match parameter 0 f32[4]"));
+    ir_diag_clear(&d);
+    unlink(path_of("c.npy"));
+}
+
 static void test_bad_headers(void **state)
 {
     (void)state;
@@ -643,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_header_spellings),
         cmocka_unit_test(test_parse_header_in_memory),
         cmocka_unit_test(test_mismatches),
+        cmocka_unit_test(test_check_only),
         cmocka_unit_test(test_bad_headers),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bf16),
