@@ -621,13 +621,19 @@ bool cli_ckpt_due(const CliCkpt *c)
 int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
 {
     double t0 = cli_now();
-    if (mkdir(c->dir, 0777) != 0 && errno != EEXIST)
+    /* made: --checkpoint-dir did not exist; a first checkpoint that fails
+     * removes it again (rmdir: only while empty), as a failed run's
+     * output directory goes, so a failure leaves no directory behind. */
+    bool made = mkdir(c->dir, 0777) == 0;
+    if (!made && errno != EEXIST)
         return ckpt_error("--checkpoint-dir %s: %s", c->dir, strerror(errno));
     char tmp[4096], final[4096];
     snprintf(tmp, sizeof tmp, "%s/.step-%lld.XXXXXX", c->dir, (long long)c->done);
     snprintf(final, sizeof final, "%s/step-%lld", c->dir, (long long)c->done);
     if (!mkdtemp(tmp)) {
         fprintf(stderr, "tessel: error: checkpoint in %s: %s\n", c->dir, strerror(errno));
+        if (made)
+            rmdir(c->dir);
         return CLI_FAIL;
     }
     TsDiag d = {0};
@@ -678,6 +684,8 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
         snprintf(mpath, sizeof mpath, "%s/.tessel.lock", tmp);
         unlink(mpath);
         rmdir(tmp);
+        if (made)
+            rmdir(c->dir);
         return d.status != TS_OK ? cli_report(st, &d) : CLI_FAIL;
     }
     snprintf(c->last, sizeof c->last, "%s", final);

@@ -28,7 +28,8 @@
 #     from: status 2, the checkpoint kept (it was overwritten and the next
 #     resume fell back a checkpoint); a checkpoint name taken by a user's
 #     directory: the run fails, the user's directory and no temporary
-#     .step-S.XXXXXX left.
+#     .step-S.XXXXXX left; a first checkpoint that cannot be written: the
+#     --checkpoint-dir it made is removed (an empty one was left).
 # 12. The output directory moved away and another made at its path while
 #     the run computes (it is locked at the start): status 1 naming it,
 #     the user's output_0.npy in the new one kept; removed: status 1, not
@@ -212,6 +213,15 @@ echo "mine" >"$WORK/ck12/step-3/notes.txt"
 expect_status 1 "$TESSEL" run "$SGD" --random-inputs 3 --steps 3 --checkpoint-every 3 --checkpoint-dir "$WORK/ck12"
 expect_in "$WORK/ck12/step-3/notes.txt" "mine"
 ! ls -d "$WORK"/ck12/.step-* >/dev/null 2>&1 || fail "a temporary checkpoint directory was left: $(ls -a "$WORK/ck12")"
+# a first checkpoint that fails (no file may grow: ulimit -f 0, SIGXFSZ
+# ignored, so writes fail with EFBIG) removes the --checkpoint-dir it made
+# (an empty directory was left)
+rc=0
+( trap '' XFSZ; ulimit -f 0; exec "$TESSEL" run "$SGD" --random-inputs 3 --steps 2 --checkpoint-every 2 \
+    --checkpoint-dir "$WORK/ck13" ) 2>&1 >/dev/null | cat >"$ERR" || rc=$?
+[ "$rc" = 1 ] || fail "a checkpoint that cannot be written: exit $rc, expected 1"
+expect_in "$ERR" "File too large"
+[ ! -e "$WORK/ck13" ] || fail "a failed first checkpoint left its --checkpoint-dir: $(ls -A "$WORK/ck13")"
 echo "hostile_files: an output dir inside a checkpoint is refused; a taken name leaves no temporary"
 
 # ---- 12. the output directory replaced or removed during the run ----
