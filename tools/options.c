@@ -218,9 +218,22 @@ static bool read_too_large(const char *v, const char *end, bool at_max)
     return errno == ERANGE && at_max && end != v && *v != '-' && !*end;
 }
 
+/* A number as written: it starts with a digit (or a '.' where decimals
+ * are allowed) and has no hexadecimal 'x'. strtoll and strtod also take
+ * leading blanks, a '+', and strtod hexadecimal floats, infinities and
+ * NaNs: --steps ' 3', --steps +3 and --timeout 0x10 (16 s) were taken,
+ * --random-inputs ' 5' refused. */
+static bool plain_number(const char *v, bool decimals)
+{
+    bool lead = (*v >= '0' && *v <= '9') || (decimals && *v == '.');
+    return lead && !strpbrk(v, "xX");
+}
+
 /* A count option: a decimal integer >= 1 and <= max. */
 static int parse_count_to(const CliCommand *cmd, const char *opt, const char *v, long long max, int64_t *out)
 {
+    if (!plain_number(v, false))
+        return cli_usage_error(cmd, "%s needs a whole number >= 1, not '%s'", opt, v);
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
@@ -242,6 +255,8 @@ static int parse_count(const CliCommand *cmd, const char *opt, const char *v, in
 static int parse_positive(const CliCommand *cmd, const char *opt, const char *v, double max, const char *what,
                           double *out)
 {
+    if (!plain_number(v, true))
+        return cli_usage_error(cmd, "%s needs %s, not '%s'", opt, what, v);
     char *end;
     errno = 0;
     double x = strtod(v, &end);

@@ -178,6 +178,17 @@ for t in 1e10 1e999; do
     too_large "--timeout $t is too large: the largest is 31622400" "$TESSEL" run "$M1" --random-inputs 1 --timeout "$t"
 done
 too_large "--link-gbps 2000000 is too large: the largest is 1000000" "$TESSEL" plan "$M1" --link-gbps 2000000
+# numbers as written: a leading blank or '+', a hexadecimal float, "inf":
+# refused as --random-inputs ' 5' is (strtoll/strtod took them: --timeout
+# 0x10 was 16 s)
+for a in "--steps| 3" "--steps|+3" "--checkpoint-every|+1" "--timeout|0x10" "--timeout| 5" "--timeout|inf" \
+    "--heartbeat|+5"; do
+    expect_status 2 "$TESSEL" run "$M1" --random-inputs 1 "${a%%|*}" "${a#*|}"
+    expect_in "$ERR" "${a%%|*} needs"
+    expect_in "$ERR" "not '${a#*|}'"
+done
+expect_status 2 "$TESSEL" plan "$M1" --link-gbps 0x10
+expect_in "$ERR" "--link-gbps needs"
 too_large "TESSEL_FUSION_BLOCK=99999999999999999999: too large: the largest is 1048576" \
     env TESSEL_FUSION_BLOCK=99999999999999999999 "$TESSEL" run "$M1" --random-inputs 1
 too_large "TESSEL_FUSION_BLOCK=1x: expected a non-negative integer" env TESSEL_FUSION_BLOCK=1x "$TESSEL" run "$M1" --random-inputs 1
