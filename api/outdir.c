@@ -18,9 +18,10 @@
  *                      that key, compact with sorted keys)
  *
  * Then what an earlier run left and this one did not rewrite is removed:
- * the files the earlier manifest lists, tessel's own output names
- * (output_<i>[.device_<d>].npy, outfeed_<i>.npy) and temporaries of runs
- * that died. Other files in DIR are never touched. An earlier manifest is
+ * the files the earlier manifest lists (unchanged) and temporaries of
+ * runs that died. Other files in DIR are never touched, also those under
+ * tessel's output names that no trusted manifest lists unchanged (a
+ * user's edited output_1.npy, their own output_7.npy). An earlier manifest is
  * believed only when it is tessel's (format, version and its own digest
  * right), and a file it lists is removed only when it is a regular .npy
  * file whose bytes still have the SHA-256 the manifest gives, is not the
@@ -451,26 +452,17 @@ static IrStatus write_manifest(const char *dir, const char *text, char **tmp, Ir
               : ir_error(d, IR_ERUNTIME, dir, NULL, (IrPos){0, 0}, "cannot write %s: %s", MANIFEST, strerror(err));
 }
 
-/* Is `name` one of tessel's own output names (output_<i>.npy,
- * output_<i>.device_<d>.npy, outfeed_<i>.npy) or a temporary of a run
- * that died (.tessel-tmp-*, or NAME.npy.tmp.<pid> of older versions)? */
-static bool tessel_name(const char *name)
+/* Is `name` a temporary of a run that died (.tessel-tmp-*, or
+ * NAME.npy.tmp.<pid> of older versions)? Output names (output_<i>.npy,
+ * outfeed_<i>.npy) are not enough: a file under one that no trusted
+ * manifest lists unchanged may be the user's (one they edited, or their
+ * own output_7.npy), and is never removed. */
+static bool temp_name(const char *name)
 {
     if (strncmp(name, TMP, strlen(TMP)) == 0)
         return true;
     const char *t = strstr(name, ".npy.tmp.");
-    if (t && t[9] && strspn(t + 9, "0123456789") == strlen(t + 9))
-        return true;
-    const char *p = strncmp(name, "output_", 7) == 0 ? name + 7 : strncmp(name, "outfeed_", 8) == 0 ? name + 8 : NULL;
-    if (!p || !*p)
-        return false;
-    size_t k = strspn(p, "0123456789");
-    if (!k)
-        return false;
-    p += k;
-    if (name[1] == 'u' && name[3] == 'p' && strncmp(p, ".device_", 8) == 0 && strspn(p + 8, "0123456789") > 0)
-        p += 8 + strspn(p + 8, "0123456789");
-    return strcmp(p, ".npy") == 0;
+    return t && t[9] && strspn(t + 9, "0123456789") == strlen(t + 9);
 }
 
 /* DIR's manifest when tessel wrote it: a regular file (no link
@@ -557,7 +549,7 @@ static void remove_stale(const TsOutputs *o, const char *dir, const Set *s, json
     }
     DIR *dd = opendir(dir);
     for (struct dirent *e; dd && (e = readdir(dd));) {
-        if (!tessel_name(e->d_name) || in_set(s, e->d_name))
+        if (!temp_name(e->d_name) || in_set(s, e->d_name))
             continue;
         char *p = join(dir, e->d_name);
         struct stat sb;

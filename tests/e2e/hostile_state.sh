@@ -122,6 +122,25 @@ expect_status 0 "$TESSEL" run --reference --input 0="$WORK/x.npy" --output-dir "
 cp "$WORK/x.npy" "$S/w.npy"
 expect_status 0 "$TESSEL" run --reference --input 0="$WORK/x.npy" --output-dir "$S" "$WORK/double.hlo"
 [ -f "$S/w.npy" ] || fail "cleanup removed a file changed since tessel wrote it"
+# Under an output name, the same: an earlier output the user edited, and
+# the user's own output_7.npy no manifest lists, stay (both were removed
+# as "tessel's own names"); an unchanged listed one and a temporary go.
+E="$WORK/edited"
+cat >"$WORK/two.hlo" <<'HLO'
+HloModule two
+ENTRY main {
+  x = f32[4] parameter(0)
+  y = f32[4] add(x, x)
+  ROOT t = (f32[4], f32[4], f32[4]) tuple(x, y, y)
+}
+HLO
+expect_status 0 "$TESSEL" run --reference --input 0="$WORK/x.npy" --output-dir "$E" "$WORK/two.hlo"
+cp "$WORK/x.npy" "$E/output_1.npy"
+echo "my notes" >"$E/output_7.npy"
+: >"$E/.tessel-tmp-0123456789abcdef"
+expect_status 0 "$TESSEL" run --reference --input 0="$WORK/x.npy" --output-dir "$E" "$WORK/double.hlo"
+[ -f "$E/output_1.npy" ] && [ -f "$E/output_7.npy" ] || fail "cleanup removed a user's file under an output name: $(ls -A "$E")"
+[ ! -e "$E/output_2.npy" ] && [ ! -e "$E/.tessel-tmp-0123456789abcdef" ] || fail "cleanup left the earlier set: $(ls -A "$E")"
 echo "hostile_state: cleanup removes only what tessel's own manifest lists, unchanged, and nothing the run read"
 
 # ---- 2. checkpoints are verified before a resume ----
