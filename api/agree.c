@@ -449,7 +449,10 @@ static void build_id(char *out, size_t n)
 {
     BuildId b = {.addr = (uintptr_t)&build_anchor, .hex = ""};
     dl_iterate_phdr(find_build_id, &b);
-    snprintf(out, n, b.hex[0] ? "%s build %s" : "%s, no build id", TS_VERSION, b.hex);
+    if (b.hex[0])
+        snprintf(out, n, "%s build %s", TS_VERSION, b.hex);
+    else
+        snprintf(out, n, "%s, no build id", TS_VERSION);
 }
 
 IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d)
