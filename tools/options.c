@@ -637,6 +637,8 @@ int cli_parse(const CliCommand *cmd, int argc, char **argv, CliOptions *o)
                 return rc;
             continue;
         }
+        if (!*a) /* '' names no file: "tessel: : error: cannot open" before */
+            return cli_usage_error(cmd, "an empty argument where a file is expected");
         o->pos[o->npos++] = argv[i];
     }
     return out_over_input(cmd, o);

@@ -57,6 +57,8 @@ for opt in --output-dir --checkpoint-dir --resume --infeed; do
 done
 expect_status 2 "$TESSEL" compile "$TESSEL_SRC/examples/softmax.hlo" -o ''
 expect_in "$ERR" "-o needs a path, not ''"
+expect_status 2 "$TESSEL" run '' --random-inputs 1
+expect_in "$ERR" "tessel: error: an empty argument where a file is expected"
 expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --reference --reference
 expect_in "$ERR" "given twice"
 expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --stats=yes
