@@ -56,8 +56,8 @@ IrStatus rt_device_bind_options(const RtBindOptions *all, int64_t device, int64_
             if (dev < 0 || dev >= ndev) {
                 rt_device_bind_free(out);
                 return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                "input %s: there is no device %lld (the program runs on %lld)", x->key, (long long)dev,
-                                (long long)ndev);
+                                "input %s: there is no device %s (the program runs on %lld)", x->key,
+                                strrchr(x->key, '@') + 1, (long long)ndev); /* as given: strtoll saturates */
             }
             mine = dev == device;
         } else {

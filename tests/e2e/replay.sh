@@ -212,6 +212,9 @@ done
 # Refused with exit status 2, nothing written.
 expect_status 2 "$TESSEL" run "$WORK/b.hlo" --spmd --random-inputs 1 --input "y@4=$WORK/b.y0.npy" --output-dir "$WORK/bad1"
 expect_in "$ERR" "input y@4: there is no device 4 (the program runs on 4)"
+# a device number past int64 is named as given (it read 9223372036854775807)
+expect_status 2 "$TESSEL" run "$WORK/b.hlo" --spmd --random-inputs 1 --input "y@99999999999999999999=$WORK/b.y0.npy"
+expect_in "$ERR" "there is no device 99999999999999999999 (the program runs on 4)"
 expect_status 2 "$TESSEL" run "$WORK/b.hlo" --random-inputs 1 --input "y@1=$WORK/b.y0.npy"
 expect_in "$ERR" "KEY@DEVICE binds one device of a replay: add --spmd"
 expect_status 2 "$TESSEL" run "$WORK/b.hlo" --random-inputs 1 --per-device
