@@ -289,6 +289,17 @@ IrStatus rt_input_key_resolve(const IrComputation *c, const char *key, int64_t *
     int32_t p = exact_name(c, key, strlen(key)), q = -1;
     *leaf = -1;
     if (p >= 0) {
+        /* A parameter named like an index ("1", "0.1") that reads as
+         * another parameter's index (or a leaf of it): --input 0=a
+         * --input 1=b would swap them silently, so it is refused. */
+        int64_t ip, il;
+        if (parse_index(key, &ip, &il) && ip < c->nparam && (ip != p || il >= 0) &&
+            (il < 0 || param_instr(c, (int32_t)ip)->shape.type == IR_TUPLE))
+            return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                            "input %s: ambiguous: it is the HLO name of parameter %d and the index of parameter "
+                            "%lld%s (--input 0=A --input 1=B would bind them crosswise); rename the parameter in the "
+                            "module, or bind it by another name it answers to",
+                            key, (int)p, (long long)ip, il >= 0 ? "'s leaf" : "");
         *param = p;
         return IR_OK;
     }

@@ -76,6 +76,18 @@ expect_in "$OUT" "output 0: f32[2] min 22 max 22 mean 22"
 # ambiguous: two parameters answer to p['a.b'] (and to the stem p__a_b__)
 expect_status 2 "$TESSEL" run "$C" --reference --random-inputs 1 --input "p['a.b']=$WORK/one.npy"
 expect_in "$ERR" "input p['a.b']: ambiguous: it is the name JAX records for parameter 2 (p__a_b__.2) and parameter 3 (p__a_b__.3); bind it by index or by HLO name"
+# parameters named like each other's index: refused, not bound crosswise
+# (--input 1=... bound the parameter named 1, parameter 0, silently)
+cat >"$WORK/digits.hlo" <<'HLO'
+HloModule digits
+ENTRY main {
+  %1 = f32[2] parameter(0)
+  %0 = f32[2] parameter(1)
+  ROOT r = f32[2] subtract(%1, %0)
+}
+HLO
+expect_status 2 "$TESSEL" run "$WORK/digits.hlo" --input 1="$WORK/one.npy" --input 0="$WORK/two.npy"
+expect_in "$ERR" "input 1: ambiguous: it is the HLO name of parameter 0 and the index of parameter 1"
 expect_status 2 "$TESSEL" run "$C" --reference --random-inputs 1 --input "p__a_b__=$WORK/one.npy"
 expect_in "$ERR" "ambiguous"
 # the ambiguous stem is not offered as a name that works
