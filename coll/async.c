@@ -75,6 +75,7 @@ static void *comm_main(void *arg)
 {
     CollAsync *a = arg;
     dev_alloc_use(a->alloc);
+    (void)dev_fp_flush_enter(); /* reduces as dev_execute computes (device/fpmode.c) */
     pthread_mutex_lock(&a->mu);
     for (;;) {
         while (!a->head && !a->stop)

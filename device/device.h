@@ -19,6 +19,7 @@
  *   k_elementwise.c  unary/binary/ternary ops, compare, convert,
  *                 bitcast-convert, reduce-precision, map
  *   vmath.c       libmvec's vector math over arrays (vmath.h)
+ *   fpmode.c      XLA's CPU floating-point mode (subnormals flushed)
  *   fusion.c      elementwise chains as one blocked loop (fusion.h);
  *                 the AVX-512 register path
  *   fusion_rows.c row groups (fusion.h) run one row at a time
@@ -487,6 +488,16 @@ bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t 
 bool dev_packed_sgemm_then(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                            const float *b, bool tb, int64_t ldb, float *c, int64_t ldc, const DevGemmThen *then);
 void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int64_t *runs);
+
+/* fpmode.c: XLA's CPU floating-point mode (subnormals flushed to zero,
+ * operands and results) for the calling thread; dev_execute holds it while
+ * it runs. enter returns the thread's previous mode; restore puts it back.
+ * Neither can fail (on targets without the controls they do nothing). */
+typedef struct DevFpMode {
+    uint64_t bits;
+} DevFpMode;
+DevFpMode dev_fp_flush_enter(void);
+void dev_fp_restore(DevFpMode saved);
 
 /* Execute computation `comp` of `m` with `nargs` arguments (references are
  * borrowed). On success *out is a new reference to the result. Values that

@@ -1318,7 +1318,9 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
     Exec x = {m, opt ? opt : &default_options, d, NULL, 0, NULL, 0};
     Exec *saved = current;
     current = &x;
+    DevFpMode fp = dev_fp_flush_enter(); /* XLA's CPU mode (fpmode.c) */
     IrStatus st = run_comp(&x, comp, nargs, args, false, x.opt->ndonated >= nargs ? x.opt->donated : NULL, out);
+    dev_fp_restore(fp);
     current = saved;
     exec_release(&x);
     return st;

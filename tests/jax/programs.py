@@ -818,6 +818,32 @@ def linalg_loss_specs(axes):
 def linalg_loss_inputs(rng):
     return _normal(rng, (4, 5, 5)), _normal(rng, (4, 5, 3)), _normal(rng, (4, 5, 5))
 
+
+def subnormals(x, y):
+    """XLA's CPU runtime flushes subnormals to zero (operands and results:
+    MXCSR's DAZ and FTZ), so JAX sees 1e-40f != 0 false, sign(1e-40f) 0 and
+    1e-30f * 1e-10f as 0; conversions are bit operations and keep them
+    (f32 -> bf16, abs). Scaled by 2^100 so a subnormal that should have
+    been flushed shows at full relative size."""
+    big = np.float32(2.0 ** 100)
+    return (x != 0, jnp.sign(x), x * big, (x * y) * big, (x @ y[:4]) * big, jnp.sum(x, axis=0) * big,
+            x.astype(BF16), jnp.abs(-x), jnp.exp(y * -100.0) * big, jnp.cumsum(x, axis=0) * big)
+
+
+def subnormals_specs(axes):
+    t = P(axes[0])
+    return (t, t), (t,) * 5 + (P(),) + (t,) * 4
+
+
+def subnormals_inputs(rng):
+    x = np.array([[1e-40, -3e-39, 0.0, 2.0], [1.17e-38, -1e-45, 1.0, -5e-39], [7e-39, 7e-39, -7e-39, 1e-38],
+                  [0.5, -2e-39, 1e-39, -0.0]], np.float32)
+    x = np.concatenate([x, x[::-1] * np.float32(0.5)])
+    y = np.array([[1e-30, -1.0, 0.9, 1e-38], [1e-8, 1e-9, -1.0, 0.5], [1.0, 0.5, 1e-37, 2.0],
+                  [-1e-35, 0.25, 1.0, 1.0], [1.0, 0.0, 0.0, 1.0], [0.8, 0.9, 0.87, 0.89],
+                  [0.875, -1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]], np.float32)
+    return x, y
+
 ALL_1D = ((1,), (2,), (4,), (8,))
 DEPTHWISE_GRAD = (
     "XLA's SPMD partitioner (jaxlib 0.10.2) doubles the kernel gradient of a depthwise convolution "
@@ -883,11 +909,13 @@ PROGRAMS = [
     Program("batched_index_loss", batched_index_loss, MESHES_ALL, batched_index_loss_specs,
             batched_index_loss_inputs, grad_wrt=(0, 1),
             doc="cross entropy of integer labels, for tessel grad (a batched scatter-add)"),
+    Program("subnormals", subnormals, ((1,), (2,), (4,)), subnormals_specs, subnormals_inputs,
+            doc="subnormals flushed to zero in arithmetic (XLA's CPU mode), kept by conversions"),
 ]
 
 _GROUPS = {"mlp": "mlp mlp_loss mlp_sgd mlp_adam", "block": "block block_loss", "train": "block_sgd block_adam",
            "nets": "convnet convnet_loss rnn rnn_loss moe", "lm": "lm_loss loops loops_loss",
-           "ops": "topk argmax_ties uneven random array_ops batched_index batched_index_loss grad_edges linalg_loss"}
+           "ops": "topk argmax_ties uneven random array_ops batched_index batched_index_loss grad_edges linalg_loss subnormals"}
 _GROUP_OF = {n: g for g, names in _GROUPS.items() for n in names.split()}
 assert sorted(_GROUP_OF) == sorted(p.name for p in PROGRAMS), "each program in one ctest group"
 GROUPS = tuple(_GROUPS)
