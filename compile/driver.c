@@ -10,6 +10,9 @@
  *                          N x R within max_devices. With N > 1 and no
  *                          sharding on any value: one warning
  *                          (CompileOptions.warn) naming what was not read.
+ *   2b. callbacks          one warning when JAX's Python callbacks without
+ *                          results (jax.debug.print) are in the module:
+ *                          they run as no-ops (ir_resultless_callback).
  *   3a. auto-shard         with CompileOptions.auto_shard: auto_shard
  *                          gives every value of the entry computation the
  *                          user left unsharded a sharding chosen by the
@@ -307,6 +310,34 @@ static bool warn_unsharded(const IrModule *m, int64_t n, const CompileOptions *o
     return true;
 }
 
+/* Step 2b: JAX's Python callbacks without results (jax.debug.print,
+ * jax.debug.callback) run as no-ops (ir_resultless_callback): said once,
+ * with how many and the first one's name. */
+static void warn_callbacks(const IrModule *m, const CompileOptions *o)
+{
+    if (!o->warn)
+        return;
+    int64_t n = 0;
+    const IrInstr *first = NULL;
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            if (ir_resultless_callback(&m->comp[c]->instr[i])) {
+                first = first ? first : &m->comp[c]->instr[i];
+                n++;
+            }
+    if (!n)
+        return;
+    IrStrBuf w = {0};
+    ir_sb_printf(&w, "module %s: %lld JAX Python callback%s without results (jax.debug.print, jax.debug.callback; "
+                 "the first %s) skipped: tessel runs no Python, and no value depends on %s",
+                 m->name ? m->name : "?", (long long)n, n == 1 ? "" : "s", first->name ? first->name : "?",
+                 n == 1 ? "it" : "them");
+    char *msg = ir_sb_take(&w);
+    if (msg)
+        o->warn(o->warn_ctx, msg);
+    ts_free(msg);
+}
+
 /* Does s (a leaf, or every leaf of a tuple) split a value or hand it to
  * the user's own code (manual)? */
 static bool splits(const IrSharding *s)
@@ -563,6 +594,7 @@ static IrStatus compile_once(IrModule *src, const CompileOptions *opt, CompileRe
     GivenShardings given = {0};
     if (!o.auto_shard && !warn_unsharded(src, n, &o) && o.warn && n > 1)
         count_given(src, &given);
+    warn_callbacks(src, &o);
     /* Shardings name partitions: a module annotated for 2 cannot run on 4
      * without rewriting its annotations. */
     src->num_partitions = n;

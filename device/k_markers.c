@@ -29,6 +29,11 @@
  *
  * And CreateBuffer (no operands): a new buffer of its shape (JAX's
  * create_linear), uninitialized in XLA; zeros here.
+ *
+ * JAX's Python callbacks (ir_python_callback) that give nothing back
+ * (jax.debug.print, jax.debug.callback): the empty tuple, nothing run
+ * (tessel runs no Python; the compile warns). One with results cannot be
+ * computed: refused (runtime/host_program.c refuses it before any run).
  */
 #include "device.h"
 
@@ -58,6 +63,17 @@ static IrStatus k_create_buffer(const DevKernelArgs *k, DevValue **out)
     if (k->nopnd != 0 || !ir_shape_is_array(&k->ins->shape))
         return dev_kernel_error(k, IR_EINPUT, "custom-call CreateBuffer takes no operands and gives an array");
     *out = dev_value_new(&k->ins->shape);
+    return *out ? IR_OK : dev_kernel_error(k, IR_ENOMEM, "out of memory");
+}
+
+static IrStatus k_python_callback(const DevKernelArgs *k, DevValue **out)
+{
+    if (!ir_resultless_callback(k->ins))
+        return dev_kernel_error(k, IR_EUNSUPPORTED,
+                                "custom-call %s is a JAX Python callback with results (jax.pure_callback, "
+                                "io_callback): tessel runs no Python, so it cannot compute them",
+                                k->ins->a.x->custom_call_target);
+    *out = dev_value_zeros(&k->ins->shape); /* the empty tuple, or tokens */
     return *out ? IR_OK : dev_kernel_error(k, IR_ENOMEM, "out of memory");
 }
 
@@ -101,6 +117,9 @@ static const struct {
     {"lapack_dgesvd_ffi", dev_k_gesdd},
     {"lapack_cgesvd_ffi", dev_k_gesdd},
     {"lapack_zgesvd_ffi", dev_k_gesdd},
+    {"xla_ffi_python_cpu_callback", k_python_callback},
+    {"xla_python_cpu_callback", k_python_callback},
+    {"xla_ffi_partitioned_python_cpu_callback", k_python_callback},
 };
 
 static BuiltinKernel find(const char *t)

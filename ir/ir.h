@@ -506,6 +506,11 @@ bool ir_op_vector(IrOpcode op);
  * SPMDFullToShardShape / SPMDShardToFullShape, which change the shape in
  * a partitioned program.) `target` may be NULL (false). */
 bool ir_annotation_target(const char *target);
+/* True for the targets of JAX's Python callbacks (jax.debug.print,
+ * jax.debug.callback, jax.pure_callback, io_callback):
+ * xla_ffi_python_cpu_callback, xla_python_cpu_callback and
+ * xla_ffi_partitioned_python_cpu_callback. `target` may be NULL (false). */
+bool ir_python_callback(const char *target);
 /* Lookup by text name; returns OP_COUNT if unknown. */
 IrOpcode ir_op_from_name(const char *s, size_t n);
 
@@ -1087,6 +1092,13 @@ IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
  * a (values, indices) result, which the executor runs alike
  * (device/k_topk.c) and the partitioner too (partition/spmd_local.c)? */
 bool ir_is_topk(const IrInstr *ins);
+/* A Python callback (ir_python_callback) that gives nothing back: its
+ * result is the empty tuple, or only tokens (an ordered one threads a
+ * token: jax.debug.print(..., ordered=True)) (jax.debug.print,
+ * jax.debug.callback, an io_callback without results). Its effect is the Python process's alone
+ * and no value depends on it, so tessel, which runs no Python, runs it
+ * as a no-op (and the compile says so). */
+bool ir_resultless_callback(const IrInstr *ins);
 /* The batch dims of a custom-call that treats every index of its leading
  * dims alone (the matrix factorizations: Qr,
  * ProductOfElementaryHouseholderReflectors, lapack_?getrf_ffi,

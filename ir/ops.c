@@ -36,6 +36,36 @@ bool ir_annotation_target(const char *target)
     return false;
 }
 
+bool ir_python_callback(const char *target)
+{
+    static const char *const names[] = {
+        "xla_ffi_python_cpu_callback", "xla_python_cpu_callback", "xla_ffi_partitioned_python_cpu_callback",
+    };
+    for (size_t i = 0; target && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i], target) == 0)
+            return true;
+    return false;
+}
+
+/* Nothing but tokens: the empty tuple, token[], or tuples of them. */
+static bool only_tokens(const IrShape *s)
+{
+    if (s->type == IR_TOKEN)
+        return true;
+    if (s->type != IR_TUPLE)
+        return false;
+    for (int32_t i = 0; i < s->ntuple; i++)
+        if (!only_tokens(&s->tuple[i]))
+            return false;
+    return true;
+}
+
+bool ir_resultless_callback(const IrInstr *ins)
+{
+    return ins->op == OP_CUSTOM_CALL && ir_python_callback(ins->a.x->custom_call_target) &&
+           only_tokens(&ins->shape);
+}
+
 const char *ir_op_name(IrOpcode op)
 {
     return op < OP_COUNT ? op_info[op].name : "invalid";

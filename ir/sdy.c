@@ -604,6 +604,12 @@ static bool convert(Lexer *L, const Tensor *t, const int32_t *manual, int32_t nm
     memset(s, 0, sizeof *s);
     if (!check_replicated(L, t))
         return false;
+    if (m->naxis == 0 && !m->device_ids && nmanual > 0) {
+        /* the empty mesh inside a manual region (a jax.debug.print in a
+         * shard_map body): the device's own value, as the region's are */
+        s->kind = SHD_MANUAL;
+        return true;
+    }
     if (m->naxis == 0) { /* maximal mesh, or the empty one */
         s->kind = m->device_ids ? SHD_MAXIMAL : SHD_REPLICATED;
         s->device = m->device_ids ? m->device_ids[0] : 0;
@@ -727,9 +733,14 @@ static bool convert(Lexer *L, const Tensor *t, const int32_t *manual, int32_t nm
     return true;
 }
 
-/* The manual axes as mesh indices (all must be in m). */
+/* The manual axes as mesh indices (all must be in m). A mesh without axes
+ * (@empty_mesh, a maximal mesh) names none, manual or not: JAX puts a
+ * jax.debug.print inside a shard_map body on <@empty_mesh, []>, which
+ * convert reads as manual there (maximal meshes as maximal). */
 static bool manual_indices(Lexer *L, const IrSdyMesh *m, const IrSdyManual *man, int32_t *idx)
 {
+    if (m->naxis == 0)
+        return true;
     for (int32_t i = 0; man && i < man->n; i++) {
         if ((idx[i] = mesh_axis(m, man->axis[i])) < 0)
             return lx_fail(L, L->tok.pos, "manual axis \"%s\" is not in mesh @%s", man->axis[i],

@@ -168,6 +168,12 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
         for (int32_t i = 0; i < m->comp[c]->ninstr; i++) {
             const IrInstr *ins = &m->comp[c]->instr[i];
             const char *t = ins->a.x->custom_call_target;
+            if (ins->op == OP_CUSTOM_CALL && ir_python_callback(t) && !ir_resultless_callback(ins))
+                return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
+                                "%s: custom-call target \"%s\" is a JAX Python callback with results "
+                                "(jax.pure_callback, io_callback): tessel runs no Python, so it cannot compute "
+                                "them (callbacks without results, such as jax.debug.print, are skipped)",
+                                ins->name, t);
             if (ins->op != OP_CUSTOM_CALL || dev_builtin_target(t))
                 continue;
             size_t start, len;

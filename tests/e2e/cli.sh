@@ -141,6 +141,20 @@ for args in "run $cc --random-inputs 1" "run $cc --random-inputs 1 --reference" 
     expect_in "$ERR" 'cc.hlo:4:8: error: c: custom-call target "evil" is not registered'
 done
 [ ! -e "$WORK/cc.plan" ] || fail "a refused compile left a plan"
+# JAX's Python callbacks: one without results (jax.debug.print; an ordered
+# one threads a token) runs as a no-op, said once by the compile; one with
+# results (jax.pure_callback) is refused before anything runs
+cb="$WORK/cb.hlo"
+printf 'HloModule cb\nENTRY main {\n  p = f32[4] parameter(0)\n  t = token[] after-all()\n  d = () custom-call(p), custom_call_target="xla_ffi_python_cpu_callback", custom_call_has_side_effect=true\n  o = token[] custom-call(t, p), custom_call_target="xla_ffi_python_cpu_callback", custom_call_has_side_effect=true\n  ROOT r = f32[4] negate(p)\n}\n' >"$cb"
+expect_status 0 "$TESSEL" run "$cb" --random-inputs 1 --num-partitions 2 --output-dir "$WORK/cbo"
+expect_in "$ERR" "warning: module cb: 2 JAX Python callbacks without results (jax.debug.print, jax.debug.callback; the first d) skipped"
+expect_status 0 "$TESSEL" run "$cb" --random-inputs 1 --reference --output-dir "$WORK/cbr"
+sed 's|d = () custom-call(p)|d = f32[4] custom-call(p)|' "$cb" >"$WORK/cb2.hlo"
+for args in "run $WORK/cb2.hlo --random-inputs 1" "run $WORK/cb2.hlo --random-inputs 1 --reference" "compile $WORK/cb2.hlo -o $WORK/cb2.plan"; do
+    # shellcheck disable=SC2086
+    expect_status 2 "$TESSEL" $args
+    expect_in "$ERR" 'cb2.hlo:5:3: error: d: custom-call target "xla_ffi_python_cpu_callback" is a JAX Python callback with results'
+done
 # ... and in a plan file (a plan is never trusted): the same refusal
 expect_status 0 "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" -o "$WORK/good.plan"
 sed 's|tanh(hidden)|custom-call(hidden), custom_call_target="evil"|' "$WORK/good.plan" >"$WORK/evil.plan"

@@ -844,6 +844,26 @@ def subnormals_inputs(rng):
                   [0.875, -1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]], np.float32)
     return x, y
 
+def debug_print(x):
+    """jax.debug.print at the top, in a fori_loop and inside a shard_map
+    body (Shardy puts that one on <@empty_mesh, []> in a manual region),
+    and jax.debug.callback: Python callbacks without results, which tessel
+    skips (it runs no Python) with one warning."""
+    jax.debug.print("x {x}", x=x)
+    y = lax.fori_loop(0, 3, lambda i, v: (jax.debug.print("i {i} {s}", i=i, s=v.sum()), v * 1.5)[1], x)
+    z = jax.shard_map(lambda a: (jax.debug.print("shard {a}", a=a), lax.psum(a, "x"))[1],
+                      in_specs=P("x"), out_specs=P())(y)
+    jax.debug.callback(lambda v: None, z)
+    return y, z
+
+
+def debug_print_specs(axes):
+    return (P(axes[0]),), (P(axes[0]), P())
+
+
+def debug_print_inputs(rng):
+    return (_normal(rng, (8, 3)),)
+
 ALL_1D = ((1,), (2,), (4,), (8,))
 DEPTHWISE_GRAD = (
     "XLA's SPMD partitioner (jaxlib 0.10.2) doubles the kernel gradient of a depthwise convolution "
@@ -911,11 +931,13 @@ PROGRAMS = [
             doc="cross entropy of integer labels, for tessel grad (a batched scatter-add)"),
     Program("subnormals", subnormals, ((1,), (2,), (4,)), subnormals_specs, subnormals_inputs,
             doc="subnormals flushed to zero in arithmetic (XLA's CPU mode), kept by conversions"),
+    Program("debug_print", debug_print, ((1,), (2,), (4,)), debug_print_specs, debug_print_inputs,
+            doc="jax.debug.print and jax.debug.callback (skipped: no results), also in a shard_map body"),
 ]
 
 _GROUPS = {"mlp": "mlp mlp_loss mlp_sgd mlp_adam", "block": "block block_loss", "train": "block_sgd block_adam",
            "nets": "convnet convnet_loss rnn rnn_loss moe", "lm": "lm_loss loops loops_loss",
-           "ops": "topk argmax_ties uneven random array_ops batched_index batched_index_loss grad_edges linalg_loss subnormals"}
+           "ops": "topk argmax_ties uneven random array_ops batched_index batched_index_loss grad_edges linalg_loss subnormals debug_print"}
 _GROUP_OF = {n: g for g, names in _GROUPS.items() for n in names.split()}
 assert sorted(_GROUP_OF) == sorted(p.name for p in PROGRAMS), "each program in one ctest group"
 GROUPS = tuple(_GROUPS)
