@@ -393,12 +393,12 @@ static bool binary_narrow(IrType t, IrOpcode op, const uint16_t *a, const uint16
 static void lowp_table(IrType t, float tab[256])
 {
     for (int c = 0; c < 256; c++)
-        tab[c] = (float)ir_lowp_to_double(t, (uint8_t)c);
+        tab[c] = ir_lowp_to_float(t, (uint8_t)c);
 }
 
 static void f32_to_lowp(IrType t, const float *restrict src, uint8_t *restrict dst, int64_t n)
 {
-    LOOP(dst[i] = ir_lowp_from_double(t, src[i]))
+    LOOP(dst[i] = ir_lowp_from_float(t, src[i]))
 }
 
 static bool unary_lowp(IrType t, IrOpcode op, const uint8_t *a, uint8_t *r, int64_t n)
@@ -759,6 +759,24 @@ static void convert_array(IrType st, const void *src, IrType dt, void *dst, int6
     }
     if (convert_fast(st, src, dt, dst, n))
         return;
+    if (ir_type_is_lowp_float(st) && (dt == IR_F32 || dt == IR_BF16 || dt == IR_F16)) {
+        /* exact in f32, subnormal bits too (f8e8m0fnu's 2^-127, which a
+         * (float) of the double would flush: device/fpmode.c), then each
+         * narrower kind's own rounding from f32 */
+        const uint8_t *s = src;
+        for (int64_t i = 0; i < n; i++) {
+            float f = ir_lowp_to_float(st, s[i]);
+            if (dt == IR_F32)
+                ((float *)dst)[i] = f;
+            else
+                ((uint16_t *)dst)[i] = dt == IR_BF16 ? dev_f32_to_bf16(f) : dev_f32_to_f16(f);
+        }
+        return;
+    }
+    if (st == IR_F32 && ir_type_is_lowp_float(dt)) { /* on the bits, as XLA */
+        f32_to_lowp(dt, src, dst, n);
+        return;
+    }
     if (ir_type_is_complex(st) && ir_type_is_complex(dt)) {
         for (int64_t i = 0; i < 2 * n; i++)
             if (st == IR_C64)

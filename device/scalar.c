@@ -311,7 +311,8 @@ int64_t dev_total_order_key(IrType t, const void *base, int64_t i)
     case IR_F32: v = ((const int32_t *)base)[i]; bits = 32; break;
     case IR_F64: v = ((const int64_t *)base)[i]; bits = 64; break;
     default: { /* f8, f4: decoded exactly to f32, which orders them alike */
-        float f = (float)dev_load_f64(t, base, i);
+        float f = ir_type_is_lowp_float(t) ? ir_lowp_to_float(t, ((const uint8_t *)base)[i])
+                                           : (float)dev_load_f64(t, base, i);
         int32_t b;
         memcpy(&b, &f, sizeof b);
         v = b;

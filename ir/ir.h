@@ -339,11 +339,21 @@ int ir_type_bits(IrType t);
  * the high one is ignored). NaN codes give NaN, inf codes +-inf. Any other
  * type gives NaN. Cannot fail. */
 double ir_lowp_to_double(IrType t, uint8_t code);
+/* The same value as f32 (every code's value is one), built from its bits
+ * where it is an f32 subnormal (f8e8m0fnu's 2^-127), so that it holds
+ * whatever the thread's floating-point mode: a (float) cast of the double
+ * gives 0 there while subnormals are flushed (device/fpmode.c), where XLA
+ * decodes the code to its f32 bits. Cannot fail. */
+float ir_lowp_to_float(IrType t, uint8_t code);
 /* The code of x in an f8 or f4 kind, rounded to nearest even, with the
  * type's overflow, NaN and signed-zero rules as ml_dtypes and XLA's convert
  * define them (lowp.c says which). f4 codes are in the low nibble. Any other
  * type gives 0. Cannot fail. */
 uint8_t ir_lowp_from_double(IrType t, double x);
+/* The same from an f32, read from its bits (an f32 subnormal is its value
+ * whatever the thread's floating-point mode, as XLA's bit-level convert
+ * reads it: 1e-39f gives f8e8m0fnu's 0x00, not the NaN of zero). */
+uint8_t ir_lowp_from_float(IrType t, float x);
 bool ir_lowp_is_nan(IrType t, uint8_t code);
 
 /* ------------------------------------------------------------------ */

@@ -28,6 +28,7 @@
 #include "ir.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Encoding parameters of one kind. `emin` is the exponent of the smallest
  * normal value (1 - bias); `max_code` the largest finite positive code. */
@@ -117,6 +118,32 @@ double ir_lowp_to_double(IrType t, uint8_t code)
     else
         v = finite_value(&f, mag);
     return neg ? -v : v;
+}
+
+uint8_t ir_lowp_from_float(IrType t, float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    uint32_t mag = bits & 0x7fffffffu;
+    if (mag == 0 || mag >= 0x00800000u)
+        return ir_lowp_from_double(t, (double)x);
+    /* subnormal: mag * 2^-149, exact and normal as a double (no DAZ) */
+    double v = (double)mag * 0x1p-149;
+    return ir_lowp_from_double(t, (bits >> 31) ? -v : v);
+}
+
+float ir_lowp_to_float(IrType t, uint8_t code)
+{
+    double v = ir_lowp_to_double(t, code);
+    double a = fabs(v);
+    if (!(a > 0 && a < 0x1p-126))
+        return (float)v;
+    /* an f32 subnormal: a multiple of 2^-149 below 2^-126, its bits the
+     * multiple (the double product is exact and normal) */
+    uint32_t bits = (uint32_t)(a * 0x1p149) | (signbit(v) ? 0x80000000u : 0);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
 }
 
 /* Round r >= 0 to the nearest integer, ties to even. r - floor(r) is exact

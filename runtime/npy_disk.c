@@ -125,7 +125,7 @@ void rt_npy_to_disk(IrType t, const void *mem, int64_t n, void *disk)
         if (t == IR_BF16)
             ((float *)disk)[i] = dev_bf16_to_f32(((const uint16_t *)mem)[i]);
         else if (ir_type_is_lowp_float(t))
-            ((float *)disk)[i] = (float)ir_lowp_to_double(t, m8[i]);
+            ((float *)disk)[i] = ir_lowp_to_float(t, m8[i]);
         else /* the sub-byte integers are held extended in a byte already */
             ((uint8_t *)disk)[i] = m8[i];
     }

@@ -81,9 +81,13 @@ def ulp_above(t, v):
     return F(2) ** (e - M)
 
 def encode(t, x):
-    """Expected code of the double x."""
+    """Expected code of the double x. XLA's CPU runtime reads a subnormal
+    double as zero (DAZ; tessel's device/fpmode.c does the same), which
+    changes only e8m0fnu's code (NaN for zero, not 2^-127's 0x00)."""
     inf, nan, mx = specials(t)
     kind = TYPES[t][3]
+    if 0 < abs(x) < 2.0 ** -1022:
+        x = math.copysign(0.0, x)
     if math.isnan(x):
         return negate(t, nan) if math.copysign(1, x) < 0 else nan
     neg = math.copysign(1, x) < 0

@@ -823,16 +823,20 @@ def subnormals(x, y):
     """XLA's CPU runtime flushes subnormals to zero (operands and results:
     MXCSR's DAZ and FTZ), so JAX sees 1e-40f != 0 false, sign(1e-40f) 0 and
     1e-30f * 1e-10f as 0; conversions are bit operations and keep them
-    (f32 -> bf16, abs). Scaled by 2^100 so a subnormal that should have
-    been flushed shows at full relative size."""
+    (f32 -> bf16, abs, f32 <-> f8e8m0fnu, whose code 0 is 2^-127). Scaled
+    by 2^100 so a subnormal that should have been flushed shows at full
+    relative size."""
     big = np.float32(2.0 ** 100)
+    e8m0 = lax.bitcast_convert_type((jnp.abs(x) > 0.1).astype(jnp.uint8), jnp.float8_e8m0fnu)
     return (x != 0, jnp.sign(x), x * big, (x * y) * big, (x @ y[:4]) * big, jnp.sum(x, axis=0) * big,
-            x.astype(BF16), jnp.abs(-x), jnp.exp(y * -100.0) * big, jnp.cumsum(x, axis=0) * big)
+            x.astype(BF16), jnp.abs(-x), jnp.exp(y * -100.0) * big, jnp.cumsum(x, axis=0) * big,
+            lax.bitcast_convert_type(x.astype(jnp.float8_e8m0fnu), jnp.uint8), e8m0.astype(F32),
+            e8m0.astype(BF16))
 
 
 def subnormals_specs(axes):
     t = P(axes[0])
-    return (t, t), (t,) * 5 + (P(),) + (t,) * 4
+    return (t, t), (t,) * 5 + (P(),) + (t,) * 7
 
 
 def subnormals_inputs(rng):
