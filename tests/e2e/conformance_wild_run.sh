@@ -111,7 +111,6 @@ declare -A REFUSED=(
     [230_hlo_domain_CheckDomainAroundIO]="between devices|device-to-device send/recv: the reference runs one device (replayed by conformance_wild_replay.sh)"
     [233_reduce_scatter_creator_ReproClampOnGroupLocalInd]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [235_hlo_parser_SendRecv]="between devices|device-to-device send/recv: the reference runs one device (replayed by conformance_wild_replay.sh)"
-    [237_shardy_xla_pass_TestMaximalShardingNoResults]="is not registered|a Python callback: needs the JAX process that registered it"
     [240_import_emit_stablehlo_67]="needs the SPMD partitioner|a manual region (SPMDFullToShardShape) only runs partitioned"
     [245_collective_ops_utils_DetectsSingleHost8Devices]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
     [248_collective_ops_e2e_CollectivePipelinerBackwardSt]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
