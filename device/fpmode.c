@@ -13,8 +13,10 @@
  *
  * tessel sets the same mode around each dev_execute and on the threads of
  * its own that compute (the asynchronous collectives'), and gives the
- * caller's mode back afterwards, so a library user's thread is left as it
- * was. On other targets both calls do nothing.
+ * caller's flush bits back afterwards (the rest of the control register,
+ * exception flags raised meanwhile included, as the run left it), so a
+ * library user's thread computes as it did. On other targets both calls
+ * do nothing.
  */
 #include "device.h"
 
@@ -32,8 +34,9 @@ DevFpMode dev_fp_flush_enter(void)
 
 void dev_fp_restore(DevFpMode saved)
 {
-    if (_mm_getcsr() != saved.bits)
-        _mm_setcsr(saved.bits);
+    unsigned cur = _mm_getcsr(), want = (cur & ~FLUSH_BITS) | ((unsigned)saved.bits & FLUSH_BITS);
+    if (cur != want)
+        _mm_setcsr(want);
 }
 
 #elif defined(__aarch64__)
@@ -61,8 +64,9 @@ DevFpMode dev_fp_flush_enter(void)
 
 void dev_fp_restore(DevFpMode saved)
 {
-    if (get_fpcr() != saved.bits)
-        set_fpcr(saved.bits);
+    uint64_t cur = get_fpcr(), want = (cur & ~FLUSH_BITS) | (saved.bits & FLUSH_BITS);
+    if (cur != want)
+        set_fpcr(want);
 }
 
 #else
