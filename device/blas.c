@@ -105,6 +105,8 @@ static void blas_load(void)
               sym(lib, "cgesdd_", &b->cgesdd) && sym(lib, "zgesdd_", &b->zgesdd) &&
               sym(lib, "sgesvd_", &b->sgesvd) && sym(lib, "dgesvd_", &b->dgesvd) &&
               sym(lib, "cgesvd_", &b->cgesvd) && sym(lib, "zgesvd_", &b->zgesvd) &&
+              sym(lib, "sgeev_", &b->sgeev) && sym(lib, "dgeev_", &b->dgeev) &&
+              sym(lib, "cgeev_", &b->cgeev) && sym(lib, "zgeev_", &b->zgeev) &&
               sym(lib, "openblas_get_num_threads", &b->get_num_threads) &&
               sym(lib, "openblas_set_num_threads", &b->set_num_threads);
     if (ok) {

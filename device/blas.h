@@ -92,11 +92,24 @@ typedef struct DevBlas {
                    const int *lda, double *s, double _Complex *u, const int *ldu, double _Complex *vt,
                    const int *ldvt, double _Complex *work, const int *lwork, double *rwork, int *info, size_t,
                    size_t);
+    /* geev (k_geev.c) */
+    void (*sgeev)(const char *jobvl, const char *jobvr, const int *n, float *a, const int *lda, float *wr, float *wi,
+                  float *vl, const int *ldvl, float *vr, const int *ldvr, float *work, const int *lwork, int *info,
+                  size_t, size_t);
+    void (*dgeev)(const char *jobvl, const char *jobvr, const int *n, double *a, const int *lda, double *wr,
+                  double *wi, double *vl, const int *ldvl, double *vr, const int *ldvr, double *work,
+                  const int *lwork, int *info, size_t, size_t);
+    void (*cgeev)(const char *jobvl, const char *jobvr, const int *n, float _Complex *a, const int *lda,
+                  float _Complex *w, float _Complex *vl, const int *ldvl, float _Complex *vr, const int *ldvr,
+                  float _Complex *work, const int *lwork, float *rwork, int *info, size_t, size_t);
+    void (*zgeev)(const char *jobvl, const char *jobvr, const int *n, double _Complex *a, const int *lda,
+                  double _Complex *w, double _Complex *vl, const int *ldvl, double _Complex *vr, const int *ldvr,
+                  double _Complex *work, const int *lwork, double *rwork, int *info, size_t, size_t);
     __typeof__(openblas_get_num_threads) *get_num_threads;
     __typeof__(openblas_set_num_threads) *set_num_threads;
 } DevBlas;
 const DevBlas *dev_blas(void);
-/* k_qr.c, for the LAPACK kernels (k_qr.c, k_lu.c, k_eigh_svd.c): the matrices of an
+/* k_qr.c, for the LAPACK kernels (k_qr.c, k_lu.c, k_eigh_svd.c, k_geev.c): the matrices of an
  * operand [..., m, n] (`what` names it in errors): a type LAPACK takes
  * (f32, f64, c64, c128), sizes that fit its int, the batch count, and
  * LAPACK itself; and dst (cols x rows) = src (rows x cols) transposed,
@@ -114,6 +127,12 @@ IrStatus dev_lapack_dims(const DevKernelArgs *k, const IrShape *s, const char *w
  * count by the target's name. */
 IrStatus dev_lapack_one(const DevKernelArgs *k, DevLapackDims *q);
 void dev_lapack_transpose(uint8_t *dst, const uint8_t *src, int64_t rows, int64_t cols, size_t esz);
+/* t's real type (f32 for c64, f64 for c128, else t); a buffer of elements
+ * cells of esz bytes (at least one; NULL on overflow or OOM, ts_free it);
+ * n elements of type t at p set to NaN (both parts of a complex one). */
+IrType dev_lapack_real(IrType t);
+void *dev_lapack_cells(int64_t elements, size_t esz);
+void dev_lapack_nan(uint8_t *p, int64_t n, IrType t);
 /* blas_sgemm.c: the f32 GEMM of `lib` ("blis" or "onednn") behind
  * cblas_sgemm's signature, the library loaded on the first call (once);
  * NULL, with *why saying why, when it cannot be loaded or lib is unknown.

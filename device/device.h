@@ -53,6 +53,7 @@
  *                 tessel_lu_permutation
  *   k_eigh_svd.c  custom-call targets lapack_?syevd_ffi / ?heevd_ffi (JAX's
  *                 eigh) and lapack_?gesdd_ffi / ?gesvd_ffi (JAX's SVD)
+ *   k_geev.c      custom-call targets lapack_?geev_ffi (JAX's eig)
  *   k_markers.c   the registry of built-in custom-call targets; XLA's
  *                 annotation targets (identities on one device)
  *   k_ragged.c    ragged-dot, scaled-dot
@@ -729,6 +730,9 @@ IrStatus dev_k_lu_permutation(const DevKernelArgs *k, DevValue **out);
  * gesvd). */
 IrStatus dev_k_syevd(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_gesdd(const DevKernelArgs *k, DevValue **out);
+/* k_geev.c: custom-call targets lapack_?geev_ffi (LAPACK geev: the
+ * eigendecomposition of a general matrix, jnp.linalg.eig). */
+IrStatus dev_k_geev(const DevKernelArgs *k, DevValue **out);
 /* k_markers.c: run a target for which dev_builtin_target is true. */
 IrStatus dev_k_builtin_custom_call(const DevKernelArgs *k, DevValue **out);
 /* k_ragged.c */

@@ -44,12 +44,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The real type of t, and its size. */
-static IrType real_of(IrType t)
-{
-    return t == IR_C64 ? IR_F32 : t == IR_C128 ? IR_F64 : t;
-}
-
 /* A workspace size LAPACK answered in a query (a real number, or the real
  * part of a complex one, of type t), rounded up; -1 when it does not fit
  * an int. */
@@ -79,22 +73,12 @@ static void scratch_free(Scratch *s)
     ts_free(s->iwork);
 }
 
-/* elements * esz bytes, at least one element's; NULL on overflow or OOM. */
-static void *alloc_cells(int64_t elements, size_t esz)
-{
-    if (elements < 1)
-        elements = 1;
-    if ((uint64_t)elements > SIZE_MAX / esz)
-        return NULL;
-    return ts_malloc((size_t)elements * esz);
-}
-
 /* Whether the column-major n x n (or m x n, uplo 0) matrix a holds only
  * finite values: all of it, or its uplo ('L', 'U') triangle. */
 static bool finite_matrix(const uint8_t *a, int m, int n, IrType t, char uplo)
 {
-    bool f32 = real_of(t) == IR_F32;
-    int parts = t == real_of(t) ? 1 : 2;
+    bool f32 = dev_lapack_real(t) == IR_F32;
+    int parts = t == dev_lapack_real(t) ? 1 : 2;
     for (int j = 0; j < n; j++) {
         int lo = uplo == 'L' ? j : 0, hi = uplo == 'U' ? j + 1 : m;
         for (int64_t i = (int64_t)lo * parts; i < (int64_t)hi * parts; i++) {
@@ -105,19 +89,6 @@ static bool finite_matrix(const uint8_t *a, int m, int n, IrType t, char uplo)
         }
     }
     return true;
-}
-
-/* Every element of the n elements of type t at p NaN. */
-static void fill_nan(uint8_t *p, int64_t n, IrType t)
-{
-    IrType rt = real_of(t);
-    int64_t reals = n * (t == rt ? 1 : 2);
-    for (int64_t i = 0; i < reals; i++) {
-        if (rt == IR_F32)
-            ((float *)(void *)p)[i] = NAN;
-        else
-            ((double *)(void *)p)[i] = NAN;
-    }
 }
 
 /* ---- syevd / heevd ---- */
@@ -154,7 +125,7 @@ static IrStatus syevd_scratch(const DevKernelArgs *k, const DevLapackDims *q, ch
                      .lwork = -1, .lrwork = -1, .liwork = -1};
     int info = syevd(q->bl, q->type, jobz, uplo, q->n, NULL, &w1, &query);
     s->lwork = (int)answered(q->type, work1);
-    s->lrwork = (int)answered(real_of(q->type), &rwork1);
+    s->lrwork = (int)answered(dev_lapack_real(q->type), &rwork1);
     s->liwork = iwork1;
     if (info != 0 || s->lwork < 0 || s->lrwork < 0 || s->liwork < 0)
         return dev_kernel_error(k, IR_EUNSUPPORTED, "%s: LAPACK's workspace for %dx%d matrices cannot be had "
@@ -162,10 +133,10 @@ static IrStatus syevd_scratch(const DevKernelArgs *k, const DevLapackDims *q, ch
     s->lwork = s->lwork > 1 ? s->lwork : 1;
     s->lrwork = s->lrwork > 1 ? s->lrwork : 1;
     s->liwork = s->liwork > 1 ? s->liwork : 1;
-    s->a = alloc_cells((int64_t)q->n * q->n, q->esz);
-    s->work = alloc_cells(s->lwork, q->esz);
-    s->rwork = alloc_cells(s->lrwork, ir_type_size(real_of(q->type)));
-    s->iwork = alloc_cells(s->liwork, sizeof(int));
+    s->a = dev_lapack_cells((int64_t)q->n * q->n, q->esz);
+    s->work = dev_lapack_cells(s->lwork, q->esz);
+    s->rwork = dev_lapack_cells(s->lrwork, ir_type_size(dev_lapack_real(q->type)));
+    s->iwork = dev_lapack_cells(s->liwork, sizeof(int));
     if (!s->a || !s->work || !s->rwork || !s->iwork)
         return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", t);
     return IR_OK;
@@ -182,7 +153,7 @@ IrStatus dev_k_syevd(const DevKernelArgs *k, DevValue **out)
     int32_t r = a->shape.rank;
     const IrShape *rs = &k->ins->shape;
     bool ok = q.m == q.n && rs->type == IR_TUPLE && rs->ntuple == 3 && ir_shape_equal(&rs->tuple[0], &a->shape) &&
-              rs->tuple[1].type == real_of(q.type) && rs->tuple[1].rank == r - 1 &&
+              rs->tuple[1].type == dev_lapack_real(q.type) && rs->tuple[1].rank == r - 1 &&
               ir_dims_equal(rs->tuple[1].dims, a->shape.dims, r - 1) && rs->tuple[2].type == IR_S32 &&
               rs->tuple[2].rank == r - 2 && ir_dims_equal(rs->tuple[2].dims, a->shape.dims, r - 2);
     if (!ok)
@@ -199,15 +170,15 @@ IrStatus dev_k_syevd(const DevKernelArgs *k, DevValue **out)
     if (st == IR_OK && q.batch > 0 && q.n > 0)
         st = syevd_scratch(k, &q, (char)jobz, (char)uplo, &s);
     if (st == IR_OK) {
-        size_t mat = (size_t)q.n * (size_t)q.n * q.esz, vec = (size_t)q.n * ir_type_size(real_of(q.type));
+        size_t mat = (size_t)q.n * (size_t)q.n * q.esz, vec = (size_t)q.n * ir_type_size(dev_lapack_real(q.type));
         int32_t *info = (int32_t *)(void *)el[2]->data;
         for (int64_t b = 0; q.n > 0 && b < q.batch; b++) {
             uint8_t *vb = el[0]->data + (size_t)b * mat, *wb = el[1]->data + (size_t)b * vec;
             dev_lapack_transpose(s.a, a->data + (size_t)b * mat, q.n, q.n, q.esz);
             if (!finite_matrix(s.a, q.n, q.n, q.type, (char)uplo)) {
                 info[b] = -4;
-                fill_nan(vb, (int64_t)q.n * q.n, q.type);
-                fill_nan(wb, q.n, real_of(q.type));
+                dev_lapack_nan(vb, (int64_t)q.n * q.n, q.type);
+                dev_lapack_nan(wb, q.n, dev_lapack_real(q.type));
                 continue;
             }
             info[b] = syevd(q.bl, q.type, (char)jobz, (char)uplo, q.n, s.a, wb, &s);
@@ -288,12 +259,12 @@ static IrStatus svd_scratch(const DevKernelArgs *k, const DevLapackDims *q, cons
         return dev_kernel_error(k, IR_EUNSUPPORTED, "%s: LAPACK's workspace for %dx%d matrices cannot be had "
                                                     "(query info %d)", t, q->m, q->n, info);
     s->lwork = lwork > 1 ? (int)lwork : 1;
-    s->a = alloc_cells((int64_t)q->m * q->n, q->esz);
-    s->u = alloc_cells(v->mode == 'N' ? 1 : (int64_t)q->m * v->ucols, q->esz);
-    s->vt = alloc_cells(v->mode == 'N' ? 1 : (int64_t)v->vtrows * q->n, q->esz);
-    s->work = alloc_cells(s->lwork, q->esz);
-    s->rwork = alloc_cells(lrwork, ir_type_size(real_of(q->type)));
-    s->iwork = alloc_cells(8 * (int64_t)q->p, sizeof(int));
+    s->a = dev_lapack_cells((int64_t)q->m * q->n, q->esz);
+    s->u = dev_lapack_cells(v->mode == 'N' ? 1 : (int64_t)q->m * v->ucols, q->esz);
+    s->vt = dev_lapack_cells(v->mode == 'N' ? 1 : (int64_t)v->vtrows * q->n, q->esz);
+    s->work = dev_lapack_cells(s->lwork, q->esz);
+    s->rwork = dev_lapack_cells(lrwork, ir_type_size(dev_lapack_real(q->type)));
+    s->iwork = dev_lapack_cells(8 * (int64_t)q->p, sizeof(int));
     if (!s->a || !s->u || !s->vt || !s->work || !s->rwork || !s->iwork)
         return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", t);
     return IR_OK;
@@ -316,7 +287,7 @@ IrStatus dev_k_gesdd(const DevKernelArgs *k, DevValue **out)
     bool ok = rs->type == IR_TUPLE && rs->ntuple == 5 && ir_shape_equal(&rs->tuple[0], &a->shape);
     for (int e = 1; ok && e < 5; e++)
         ok = ir_shape_is_array(&rs->tuple[e]) && rs->tuple[e].rank == (e == 1 ? r - 1 : e == 4 ? r - 2 : r) &&
-             rs->tuple[e].type == (e == 1 ? real_of(q.type) : e == 4 ? IR_S32 : q.type) &&
+             rs->tuple[e].type == (e == 1 ? dev_lapack_real(q.type) : e == 4 ? IR_S32 : q.type) &&
              ir_dims_equal(rs->tuple[e].dims, a->shape.dims, r - 2);
     if (ok) {
         const int64_t *ud = rs->tuple[2].dims + r - 2, *vd = rs->tuple[3].dims + r - 2;
@@ -343,7 +314,7 @@ IrStatus dev_k_gesdd(const DevKernelArgs *k, DevValue **out)
     bool empty = q.m == 0 || q.n == 0;
     if (st == IR_OK && q.batch > 0 && !empty)
         st = svd_scratch(k, &q, &v, &s);
-    size_t rsz = ir_type_size(real_of(q.type));
+    size_t rsz = ir_type_size(dev_lapack_real(q.type));
     size_t mat = (size_t)q.m * (size_t)q.n * q.esz, svs = (size_t)q.p * rsz;
     size_t us = (size_t)rs->tuple[2].dims[r - 2] * (size_t)rs->tuple[2].dims[r - 1] * q.esz;
     size_t vts = (size_t)rs->tuple[3].dims[r - 2] * (size_t)rs->tuple[3].dims[r - 1] * q.esz;
@@ -354,11 +325,11 @@ IrStatus dev_k_gesdd(const DevKernelArgs *k, DevValue **out)
         dev_lapack_transpose(s.a, ab, q.m, q.n, q.esz);
         info[b] = finite_matrix(s.a, q.m, q.n, q.type, 0) ? gesdd(q.bl, q.type, &v, q.m, q.n, s.a, svb, &s) : -4;
         if (info[b] == -4) { /* a NaN or an infinity in a: nothing computed */
-            fill_nan(ab, (int64_t)q.m * q.n, q.type);
-            fill_nan(svb, q.p, real_of(q.type));
+            dev_lapack_nan(ab, (int64_t)q.m * q.n, q.type);
+            dev_lapack_nan(svb, q.p, dev_lapack_real(q.type));
             if (v.mode != 'N') {
-                fill_nan(ub, (int64_t)q.m * v.ucols, q.type);
-                fill_nan(vtb, (int64_t)v.vtrows * q.n, q.type);
+                dev_lapack_nan(ub, (int64_t)q.m * v.ucols, q.type);
+                dev_lapack_nan(vtb, (int64_t)v.vtrows * q.n, q.type);
             }
             continue;
         }

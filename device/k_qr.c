@@ -37,6 +37,8 @@
 #include "blas.h"
 
 #include <complex.h>
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef DevLapackDims QrDims;
@@ -66,6 +68,32 @@ IrStatus dev_lapack_dims(const DevKernelArgs *k, const IrShape *s, const char *w
     for (int32_t i = 0; i < s->rank - 2; i++)
         q->batch *= s->dims[i];
     return IR_OK;
+}
+
+IrType dev_lapack_real(IrType t)
+{
+    return t == IR_C64 ? IR_F32 : t == IR_C128 ? IR_F64 : t;
+}
+
+void *dev_lapack_cells(int64_t elements, size_t esz)
+{
+    if (elements < 1)
+        elements = 1;
+    if ((uint64_t)elements > SIZE_MAX / esz)
+        return NULL;
+    return ts_malloc((size_t)elements * esz);
+}
+
+void dev_lapack_nan(uint8_t *p, int64_t n, IrType t)
+{
+    IrType rt = dev_lapack_real(t);
+    int64_t reals = n * (t == rt ? 1 : 2);
+    for (int64_t i = 0; i < reals; i++) {
+        if (rt == IR_F32)
+            ((float *)(void *)p)[i] = NAN;
+        else
+            ((double *)(void *)p)[i] = NAN;
+    }
 }
 
 void dev_lapack_transpose(uint8_t *dst, const uint8_t *src, int64_t rows, int64_t cols, size_t esz)

@@ -1112,7 +1112,8 @@ bool ir_resultless_callback(const IrInstr *ins);
 /* The batch dims of a custom-call that treats every index of its leading
  * dims alone (the matrix factorizations: Qr,
  * ProductOfElementaryHouseholderReflectors, lapack_?getrf_ffi,
- * lapack_?syevd_ffi / heevd_ffi, lapack_?gesdd_ffi / gesvd_ffi, over
+ * lapack_?syevd_ffi / heevd_ffi, lapack_?gesdd_ffi / gesvd_ffi,
+ * lapack_?geev_ffi, over
  * [..., m, n]; tessel_lu_permutation over [..., p]): how many leading dims
  * all its operands and results share as a batch, or -1 for any other
  * instruction (partition/prop_custom.c, spmd_local.c). */

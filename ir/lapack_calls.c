@@ -49,11 +49,19 @@
  *     their rows, columns and batch). Mode O (JAX refuses it too) is an
  *     error.
  *
+ *   (R[..., n], R[..., n], C[..., n, n], C[..., n, n], s32[...]) custom-call(a),
+ *       custom_call_target="lapack_?geev_ffi" (s, d; for c, z: (C[..., n],
+ *       C[..., n, n], C[..., n, n], s32[...])),
+ *       backend_config={compute_left = 78 : ui8, compute_right = 86 : ui8}
+ *     stays a custom-call (device/k_geev.c): the eigenvalues (a real
+ *     matrix's as real and imaginary parts), the left and right
+ *     eigenvectors (V computed, N not) as C, a's complex type, and info.
+ *
  * ? is s, d, c or z, and must name a's type (f32, f64, c64, c128). The
  * characters are the ASCII codes JAX writes (jax/_src/lax/linalg.py,
  * _matrix_*_attr, _svd_computation_attr, _eig_computation_attr). Any other
  * value or attribute, or a num_batch_dims that is not rank - 2, is an
- * error naming the target; other LAPACK targets (geev, gees, ...) stay
+ * error naming the target; other LAPACK targets (gees, gehrd, ...) stay
  * custom-calls, which the runtime refuses by name.
  */
 #include "ir.h"
@@ -62,8 +70,9 @@
 #include <string.h>
 
 /* The backend_config keys of the two families, each a character code. */
-enum { K_UPLO, K_SIDE, K_TRANS, K_DIAG, K_MODE, NKEYS };
-static const char *const key_names[NKEYS] = {"uplo", "side", "trans_x", "diag", "mode"};
+enum { K_UPLO, K_SIDE, K_TRANS, K_DIAG, K_MODE, K_LEFT, K_RIGHT, NKEYS };
+static const char *const key_names[NKEYS] = {"uplo",  "side",         "trans_x",      "diag",
+                                             "mode", "compute_left", "compute_right"};
 
 typedef struct Call {
     IrModule *m;
@@ -79,7 +88,8 @@ static IrStatus refuse(const Call *k, const char *what)
 }
 
 /* Which family target names: 'p' (potrf), 't' (trsm), 'q' (geqrf), 'o'
- * (orgqr, ungqr), 'l' (getrf), 'e' (syevd, heevd), 's' (gesdd, gesvd) or 0. */
+ * (orgqr, ungqr), 'l' (getrf), 'e' (syevd, heevd), 's' (gesdd, gesvd), 'g'
+ * (geev) or 0. */
 static char family(const char *t)
 {
     if (!t || strncmp(t, "lapack_", 7) != 0 || !t[7] || !strchr("sdcz", t[7]))
@@ -99,6 +109,8 @@ static char family(const char *t)
         return 'e';
     if (strcmp(t + 8, "gesdd_ffi") == 0 || strcmp(t + 8, "gesvd_ffi") == 0)
         return 's';
+    if (strcmp(t + 8, "geev_ffi") == 0)
+        return 'g';
     return 0;
 }
 
@@ -400,6 +412,39 @@ static IrStatus eig_svd(const Call *k, IrComputation *c, int32_t i, char f, cons
                           "and reduced for S");
 }
 
+/* geev: the results the kernel gives (k_geev.c checks them again when it
+ * runs), and the computation modes JAX writes. */
+static IrStatus geev(const Call *k, IrComputation *c, int32_t i, const int v[NKEYS])
+{
+    IrInstr *x = &c->instr[i];
+    const IrShape *s = &x->shape;
+    if (x->nopnd != 1 || !linalg_array(x, &c->instr[x->opnd[0]].shape))
+        return refuse(k, "takes one operand, f32, f64, c64 or c128 matrices with num_batch_dims = rank - 2");
+    for (int j = 0; j < NKEYS; j++)
+        if (j != K_LEFT && j != K_RIGHT && v[j] >= 0)
+            return refuse(k, "backend_config must give compute_left and compute_right (V, N) as ASCII codes, and "
+                             "nothing else");
+    if ((v[K_LEFT] != 'V' && v[K_LEFT] != 'N') || (v[K_RIGHT] != 'V' && v[K_RIGHT] != 'N'))
+        return refuse(k, "backend_config must give compute_left and compute_right (V, N) as ASCII codes, and "
+                         "nothing else");
+    const IrShape *a = &c->instr[x->opnd[0]].shape;
+    int32_t r = a->rank;
+    int64_t n = a->dims[r - 1], nn[2] = {n, n};
+    bool real = a->type == IR_F32 || a->type == IR_F64;
+    IrType ct = a->type == IR_F32 ? IR_C64 : a->type == IR_F64 ? IR_C128 : a->type;
+    int32_t nres = real ? 5 : 4;
+    bool ok = a->dims[r - 2] == n && s->type == IR_TUPLE && s->ntuple == nres &&
+              array_of(&s->tuple[0], real ? a->type : ct, r - 2, a->dims, 1, &n) &&
+              (!real || array_of(&s->tuple[1], a->type, r - 2, a->dims, 1, &n)) &&
+              array_of(&s->tuple[nres - 3], ct, r - 2, a->dims, 2, nn) &&
+              array_of(&s->tuple[nres - 2], ct, r - 2, a->dims, 2, nn) &&
+              array_of(&s->tuple[nres - 1], IR_S32, r - 2, a->dims, 0, NULL);
+    return ok ? IR_OK
+              : refuse(k, "must give (wr R[..., n], wi R[..., n], vl C[..., n, n], vr C[..., n, n], s32 info "
+                          "[...]) for a real a [..., n, n], or (w C[..., n], vl, vr, info) for a complex one, C "
+                          "the complex type of R");
+}
+
 int ir_lapack_char(const char *backend_config, const char *key)
 {
     int v[NKEYS];
@@ -432,6 +477,7 @@ IrStatus ir_lapack_import(IrModule *m, IrDiag *d)
             IrStatus st = f == 'p'   ? potrf(&k, c, i, v)
                           : f == 't' ? trsm(&k, c, i, v)
                           : f == 'e' || f == 's' ? eig_svd(&k, c, i, f, v)
+                          : f == 'g' ? geev(&k, c, i, v)
                                      : qr_lu(&k, c, i, f, v);
             if (st != IR_OK)
                 return st;

@@ -824,11 +824,14 @@ int32_t ir_batch_custom_call(const IrInstr *ins)
     bool matrices = strcmp(t, "Qr") == 0 || strcmp(t, "ProductOfElementaryHouseholderReflectors") == 0 ||
                     (lapack && (strcmp(t + 8, "getrf_ffi") == 0 || strcmp(t + 8, "syevd_ffi") == 0 ||
                                 strcmp(t + 8, "heevd_ffi") == 0 || strcmp(t + 8, "gesdd_ffi") == 0 ||
-                                strcmp(t + 8, "gesvd_ffi") == 0));
+                                strcmp(t + 8, "gesvd_ffi") == 0 || strcmp(t + 8, "geev_ffi") == 0));
     bool vectors = strcmp(t, "tessel_lu_permutation") == 0;
     if (!matrices && !vectors)
         return -1;
-    int32_t b = ins->shape.type == IR_TUPLE ? (ins->shape.ntuple > 0 ? ins->shape.tuple[0].rank : 0) : ins->shape.rank;
+    /* geev's first results are vectors; its eigenvectors (second to last) are matrices */
+    int32_t first = lapack && strcmp(t + 8, "geev_ffi") == 0 ? ins->shape.ntuple - 2 : 0;
+    int32_t b = ins->shape.type == IR_TUPLE ? (ins->shape.ntuple > first && first >= 0 ? ins->shape.tuple[first].rank : 0)
+                                            : ins->shape.rank;
     b -= matrices ? 2 : 1;
     return b >= 0 ? b : -1;
 }

@@ -24,13 +24,17 @@ wide ones (S), lax.linalg.svd with the QR algorithm (gesvd), singular
 values alone (N), of complex matrices, norm(ord=2) and pinv; the tall
 batch holds a matrix with a zero column (rank deficient) and one with a
 NaN (LAPACK's info -4: JAX and tessel give NaN for all of its results).
+A fourth, eig (device/k_geev.c): jnp.linalg.eig of real matrices (geev:
+conjugate pairs unpacked), lax.linalg.eig with left eigenvectors,
+eigvals, and eig of complex matrices; a diagonal matrix, and one with a
+NaN (info -4, every result NaN).
 Each on 1, 2 and 4 devices with the batch split, `tessel run` and `tessel
 run --reference` equal to JAX's own execution (test_oracle.compare's
 tolerance); and the lowered HLO holds the LAPACK targets (so the test
 fails if JAX stops emitting them). Then a trsm whose backend_config gives
 an unknown transpose, a getrf of the wrong form, an SVD in mode O, an eigh
-of a non-square matrix and a general eigendecomposition (geev, not run)
-are refused naming the target (exit 2); and hand-written syevd and gesdd
+of a non-square matrix, a geev without compute_left and a Schur
+decomposition (gees, not run) are refused naming the target (exit 2); and hand-written syevd and gesdd
 calls on matrices holding an infinity end (OpenBLAS's own iterations spin
 on one) with info -4 and NaN results. Exit 0 when all
 hold, 1 otherwise (77: JAX missing).
@@ -142,6 +146,31 @@ def specs_eig_svd(axes):
     return (t,) * 3, (v, t, v, v, t, t, v, t, t, v, t, t, v, t, v, t, v, t, P(axes[0]), t)
 
 
+def fn_eig(g, c):
+    w, v = jnp.linalg.eig(g)                     # real matrices: conjugate pairs
+    wl, vl, vr = lax.linalg.eig(g, compute_left_eigenvectors=True)
+    wc, vc = jnp.linalg.eig(c)
+    return w, v, wl, vl, vr, jnp.linalg.eigvals(g), wc, vc, jnp.linalg.eigvals(c)
+
+
+def make_inputs_eig(dtype):
+    cplx = np.complex64 if dtype == np.float32 else np.complex128
+
+    def inputs(rng):
+        g = rng.standard_normal((B, N, N))
+        g[2] = np.diag(np.arange(1.0, N + 1))    # real eigenvalues, eigenvectors the unit vectors
+        g[3, 1, 2] = np.nan                      # info -4: every result NaN
+        c = rng.standard_normal((B, N, N)) + 1j * rng.standard_normal((B, N, N))
+        return g.astype(dtype), c.astype(cplx)
+    return inputs
+
+
+def specs_eig(axes):
+    t = P(axes[0], None, None)
+    v = P(axes[0], None)
+    return (t, t), (v, t, v, t, t, v, v, t, v)
+
+
 def make_inputs(dtype):
     def inputs(rng):
         m = rng.standard_normal((B, N, N))
@@ -173,6 +202,9 @@ CASES = (
     ("eig_svd", fn_eig_svd, specs_eig_svd, make_inputs_eig_svd, ("syevd", "gesdd", "gesvd"),
      lambda want: "" if np.isnan(np.asarray(want[6])[3]).all() and not np.isnan(np.asarray(want[6])[:3]).any()
      else "JAX's singular values are not NaN exactly for the matrix with a NaN"),
+    ("eig", fn_eig, specs_eig, make_inputs_eig, ("geev",),
+     lambda want: "" if np.isnan(np.asarray(want[0])[3]).all() and not np.isnan(np.asarray(want[0])[:3]).any()
+     else "JAX's eigenvalues are not NaN exactly for the matrix with a NaN"),
 )
 
 
@@ -239,7 +271,7 @@ GEEV = """HloModule m
 ENTRY e {
   a = f32[4,4]{1,0} parameter(0)
   b = f32[4,4]{1,0} add(a, a)
-  p = (f32[4]{0}, f32[4]{0}, c64[4,4]{0,1}, c64[4,4]{0,1}, s32[]) custom-call(b), custom_call_target="lapack_sgeev_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={compute_left = 78 : ui8, compute_right = 86 : ui8}
+  p = (f32[4]{0}, f32[4]{0}, c64[4,4]{0,1}, c64[4,4]{0,1}, s32[]) custom-call(b), custom_call_target="lapack_sgeev_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={compute_right = 86 : ui8}
   ROOT v = f32[4]{0} get-tuple-element(p), index=1
 }
 """
@@ -306,7 +338,10 @@ def refusals(tmp):
             ("gesdd of a wrong U", GESDD % 65, ':4:3: error: custom-call target "lapack_sgesdd_ffi": must give'),
             ("syevd without mode", SYEVD, ':5:3: error: custom-call target "lapack_ssyevd_ffi": backend_config must give '
              'mode'),
-            ("geev", GEEV, ':5:3: error: p: custom-call target "lapack_sgeev_ffi" is not registered')):
+            ("geev without compute_left", GEEV, ':5:3: error: custom-call target "lapack_sgeev_ffi": backend_config '
+             'must give compute_left and compute_right'),
+            ("gees", GEEV.replace("sgeev", "sgees"), ':5:3: error: p: custom-call target "lapack_sgees_ffi" is not '
+             'registered')):
         f = pathlib.Path(tmp) / "refuse.hlo"
         f.write_text(text)
         p = subprocess.run([oracle.TESSEL, "run", str(f), "--reference"], capture_output=True, text=True,
