@@ -113,9 +113,9 @@ static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
         pid[strcspn(pid, "\n")] = 0;
         st = err == EWOULDBLOCK
                  ? api_give(ir_error(&id, IR_ERUNTIME, dir, NULL, (IrPos){0, 0},
-                                     "another tessel run%s%s%s is writing into this output directory (%s is "
-                                     "locked); two runs into one directory would mix their outputs: use "
-                                     "another --output-dir or let the first finish",
+                                     "another tessel run%s%s%s is writing into this directory (%s is "
+                                     "locked); two runs into one directory would mix their files: give "
+                                     "another directory or let the first finish",
                                      *pid ? " (pid " : "", pid, *pid ? ")" : "", LOCK),
                             &id, d)
                  : fail_errno(IR_ERUNTIME, lp, "cannot lock", err, d);
@@ -132,11 +132,9 @@ static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
     return st;
 }
 
-TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d)
+/* ts_output_dir_open (make: false) and ts_output_dir_make (true). */
+static TsStatus open_dir(const char *dir, bool make, TsOutputDir **out, TsDiag *d)
 {
-    API_CLEAR(out);
-    API_NEED(dir, d);
-    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsOutputDir *od = ts_calloc(1, sizeof *od);
@@ -152,13 +150,29 @@ TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d)
      * that fails (or is killed) before leaves no directory behind, and a
      * run that made it in the meantime holds its lock or has finished. */
     struct stat sb;
-    TsStatus st = stat(dir, &sb) == 0 ? lock_dir(od, d) : TS_OK;
+    TsStatus st = make || stat(dir, &sb) == 0 ? lock_dir(od, d) : TS_OK;
     if (st != TS_OK) {
         ts_output_dir_close(od);
         return st;
     }
     *out = od;
     return TS_OK;
+}
+
+TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d)
+{
+    API_CLEAR(out);
+    API_NEED(dir, d);
+    API_NEED(out, d);
+    return open_dir(dir, false, out, d);
+}
+
+TsStatus ts_output_dir_make(const char *dir, TsOutputDir **out, TsDiag *d)
+{
+    API_CLEAR(out);
+    API_NEED(dir, d);
+    API_NEED(out, d);
+    return open_dir(dir, true, out, d);
 }
 
 void ts_output_dir_close(TsOutputDir *od)

@@ -715,6 +715,10 @@ TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes
  * before leaves no directory). */
 typedef struct TsOutputDir TsOutputDir;
 TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d);
+/* ts_output_dir_open, but a missing DIR is made and locked now (a
+ * directory that receives files at several points of a run, such as
+ * checkpoints: it is held from the first). */
+TsStatus ts_output_dir_make(const char *dir, TsOutputDir **out, TsDiag *d);
 /* Release the lock; a directory that open made and that stayed empty is
  * removed. NULL: nothing. */
 void ts_output_dir_close(TsOutputDir *od);

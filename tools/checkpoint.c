@@ -511,7 +511,54 @@ int cli_ckpt_check_output(const CliOptions *o)
     return rc;
 }
 
-int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c)
+/* A step-<S> already in c->dir that this run would write (S a multiple of
+ * every, after done, up to steps): refused before any step runs, where
+ * the rename of its checkpoint would fail after work ("Directory not
+ * empty"). A fresh run into a directory of checkpoints most often meant
+ * --resume; a resume meets one it passed over (warned about above). */
+static int refuse_written_step(const CliCkpt *c)
+{
+    DIR *d = opendir(c->dir);
+    if (!d) /* missing: made at the first checkpoint; other errors are said there */
+        return CLI_OK;
+    int64_t first = -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        int64_t s = step_of_name(e->d_name);
+        if (s > c->done && s <= c->steps && s % c->every == 0 && (first < 0 || s < first))
+            first = s;
+    }
+    closedir(d);
+    if (first < 0)
+        return CLI_OK;
+    char what[4200];
+    if (c->done == 0)
+        snprintf(what, sizeof what,
+                 "--checkpoint-dir %s already holds step-%lld, a checkpoint this run would write: go on from "
+                 "its checkpoints with --resume %s, or give a --checkpoint-dir without checkpoints",
+                 c->dir, (long long)first, c->dir);
+    else
+        snprintf(what, sizeof what,
+                 "%s already holds step-%lld, a checkpoint this run (from step %lld) would write again: move "
+                 "it away, or give another --checkpoint-dir",
+                 c->dir, (long long)first, (long long)c->done);
+    return ckpt_error("%s%s", what, "");
+}
+
+/* Hold c->dir for the writer, if it exists (a missing one is made and held
+ * by the first checkpoint), then refuse the steps it already holds. */
+static int hold_dir(CliCkpt *c)
+{
+    struct stat sb;
+    if (!c->in_output_dir && stat(c->dir, &sb) == 0) {
+        TsDiag d = {0};
+        TsStatus st = ts_output_dir_open(c->dir, &c->held, &d);
+        if (st != TS_OK)
+            return cli_report(st, &d);
+    }
+    return refuse_written_step(c);
+}
+
+int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c, bool writer)
 {
     memset(c, 0, sizeof *c);
     c->steps = o->steps > 0 ? o->steps : 1;
@@ -537,13 +584,19 @@ int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c)
         return cli_report(st, &d);
     if ((rc = record_inputs(o, p, c)) != CLI_OK)
         return rc;
-    if (o->resume)
-        return find_last(c, o->resume);
-    return CLI_OK;
+    if (o->resume && (rc = find_last(c, o->resume)) != CLI_OK)
+        return rc;
+    /* The checkpoint dir may be --output-dir itself (docs/cli.md): that
+     * one is held for the run already, and a second lock of one file by
+     * one process would refuse itself. */
+    char ro[PATH_MAX], rd[PATH_MAX];
+    c->in_output_dir = o->output_dir && resolve(o->output_dir, ro) && resolve(c->dir, rd) && !strcmp(ro, rd);
+    return writer && c->every ? hold_dir(c) : CLI_OK;
 }
 
 void cli_ckpt_free(CliCkpt *c)
 {
+    ts_output_dir_close(c->held);
     free(c->leaf);
     free(c->param);
     free(c->pleaf);
@@ -618,25 +671,40 @@ bool cli_ckpt_due(const CliCkpt *c)
     return c->dir && c->every && c->done % c->every == 0;
 }
 
+/* Release c->dir after a failed first checkpoint (removed if this run
+ * made it and it is empty again). */
+static void drop_held(CliCkpt *c)
+{
+    ts_output_dir_close(c->held);
+    c->held = NULL;
+    if (c->made)
+        rmdir(c->dir);
+}
+
 int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
 {
     double t0 = cli_now();
-    /* made: --checkpoint-dir did not exist; a first checkpoint that fails
-     * removes it again (rmdir: only while empty), as a failed run's
-     * output directory goes, so a failure leaves no directory behind. */
-    bool made = mkdir(c->dir, 0777) == 0;
-    if (!made && errno != EEXIST)
-        return ckpt_error("--checkpoint-dir %s: %s", c->dir, strerror(errno));
+    TsDiag d = {0};
+    /* A missing --checkpoint-dir is made (and held) at the first
+     * checkpoint; if that checkpoint fails it goes again (closing a held
+     * directory this run made removes it while it is empty), as a failed
+     * run's output directory goes, so a failure leaves no directory. */
+    if (c->in_output_dir) {
+        c->made = c->made || mkdir(c->dir, 0777) == 0; /* errors: mkdtemp's below */
+    } else if (!c->held) {
+        TsStatus st = ts_output_dir_make(c->dir, &c->held, &d);
+        if (st != TS_OK)
+            return cli_report(st, &d);
+    }
     char tmp[4096], final[4096];
     snprintf(tmp, sizeof tmp, "%s/.step-%lld.XXXXXX", c->dir, (long long)c->done);
     snprintf(final, sizeof final, "%s/step-%lld", c->dir, (long long)c->done);
     if (!mkdtemp(tmp)) {
         fprintf(stderr, "tessel: error: checkpoint in %s: %s\n", c->dir, strerror(errno));
-        if (made)
-            rmdir(c->dir);
+        if (!c->nwritten)
+            drop_held(c);
         return CLI_FAIL;
     }
-    TsDiag d = {0};
     TsStatus st = ts_outputs_write(out, tmp, &d);
     char *json = NULL, osha[65] = "";
     if (st == TS_OK) /* read back: what a resume will check */
@@ -684,8 +752,8 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
         snprintf(mpath, sizeof mpath, "%s/.tessel.lock", tmp);
         unlink(mpath);
         rmdir(tmp);
-        if (made)
-            rmdir(c->dir);
+        if (!c->nwritten)
+            drop_held(c);
         return d.status != TS_OK ? cli_report(st, &d) : CLI_FAIL;
     }
     snprintf(c->last, sizeof c->last, "%s", final);

@@ -189,6 +189,11 @@ typedef struct CliCkpt {
     TsInput *inputs;         /* the next chunk's inputs (keys heap) */
     int32_t nwritten;        /* checkpoints written, and their time */
     double write_seconds;
+    TsOutputDir *held;       /* dir, locked while this process writes there
+                              * (from the setup, or the first checkpoint
+                              * where dir was missing): one run at a time */
+    bool in_output_dir;      /* dir is --output-dir, which cmd_run.c holds */
+    bool made;               /* ... and the first checkpoint made it */
 } CliCkpt;
 
 /* Check the options against the plan, find the aliases and the digest,
@@ -198,7 +203,10 @@ typedef struct CliCkpt {
  * is inside, a step directory of --checkpoint-dir or --resume: the run
  * would overwrite that checkpoint. */
 int cli_ckpt_check_output(const CliOptions *o);
-int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c);
+/* writer: this process writes the checkpoints (rank 0 under mpirun): it
+ * refuses a checkpoint directory that already holds a step this run would
+ * write, and holds the directory (its lock) for the run. */
+int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c, bool writer);
 void cli_ckpt_free(CliCkpt *c);
 /* Steps of the next chunk: up to the next checkpoint, or the rest. */
 int64_t cli_ckpt_chunk(const CliCkpt *c);

@@ -615,7 +615,7 @@ static int run_alone(const CliOptions *o, double t0)
         TsOutputs *out = NULL;
         TsDiag d = {0};
         TsStatus st = TS_OK;
-        rc = cli_ckpt_setup(o, p, &ck);
+        rc = cli_ckpt_setup(o, p, &ck, true);
         if (rc == CLI_OK && ck.done)
             say_resumed(true, &ck);
         while (rc == CLI_OK) {
@@ -735,7 +735,7 @@ static int run_mpi(const CliOptions *o, double t0)
     CliCkpt ck;
     memset(&ck, 0, sizeof ck);
     if (rc == CLI_OK)
-        rc = cli_ckpt_setup(o, p, &ck);
+        rc = cli_ckpt_setup(o, p, &ck, rank == 0);
     if (rc == CLI_OK && ck.done)
         say_resumed(rank == 0, &ck);
     int stop = agree_loaded(w, rc);

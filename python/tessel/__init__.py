@@ -747,11 +747,57 @@ def _self_digest_ok(text):
     return at >= 0 and text[at + len(_SELF_KEY):] == _sha256(text[:at]) + '"}\n'
 
 
+class _HeldDir:
+    """The checkpoint directory held as the command line holds it
+    (DIR/.tessel.lock, ts_output_dir_open): one run writes checkpoints
+    there at a time. An existing one is held from the start; a missing one
+    is made and held by the first checkpoint."""
+
+    def __init__(self, path):
+        self.path, self.handle = path, None
+        if os.path.exists(path):
+            self._take(_lib.ts_output_dir_open)
+
+    def _take(self, fn):
+        h = ctypes.c_void_p()
+        _call(fn, os.fsencode(self.path), ctypes.byref(h))
+        self.handle = h
+
+    def make(self):
+        if self.handle is None:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)  # as os.makedirs did
+            self._take(_lib.ts_output_dir_make)
+
+    def close(self):
+        if self.handle is not None:
+            _lib.ts_output_dir_close(self.handle)
+            self.handle = None
+
+
+def _refuse_written_step(ckdir, done, steps, every):
+    """A step-S in ckdir that this run would write again (tools/checkpoint.c
+    refuse_written_step): refused before the first step."""
+    try:
+        names = os.listdir(ckdir)
+    except OSError:
+        return
+    hits = [int(m.group(1)) for m in (re.fullmatch(r"step-([1-9][0-9]{0,17})", n) for n in names) if m]
+    hits = sorted(s for s in hits if done < s <= steps and s % every == 0)
+    if not hits:
+        return
+    if done == 0:
+        what = ("checkpoint_dir %s already holds step-%d, a checkpoint this run would write: go on from its "
+                "checkpoints with resume=%s, or give a checkpoint_dir without checkpoints" % (ckdir, hits[0], ckdir))
+    else:
+        what = ("%s already holds step-%d, a checkpoint this run (from step %d) would write again: move it away, "
+                "or give another checkpoint_dir" % (ckdir, hits[0], done))
+    raise Error(Status.EINPUT, what)
+
+
 def _write_checkpoint(out, ckdir, step, steps, digest, aliases, taken_with):
     """DIR/step-S from a run's outputs, written into a fresh temporary
     directory renamed when complete (a killed run leaves whole
     checkpoints only). Its path."""
-    os.makedirs(ckdir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".step-%d." % step, dir=ckdir)
     final = os.path.join(ckdir, "step-%d" % step)
     try:
@@ -876,6 +922,26 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
                                     "was given then and is not now" if k in a else "is given now and was not then")
         raise Error(Status.EINPUT, "resume %s: %s; resume with the inputs the checkpoint was taken with (the "
                     "state comes from it)" % (last, what))
+    held = None
+    if every:
+        held = _HeldDir(ckdir)
+        try:
+            _refuse_written_step(ckdir, done, steps, every)
+        except BaseException:
+            held.close()
+            raise
+    try:
+        return _checkpointed_chunks(plan, h, given, options, steps, every, done, last, ckdir, digest, aliases,
+                                    taken_with, held)
+    finally:
+        if held:
+            held.close()
+
+
+def _checkpointed_chunks(plan, h, given, options, steps, every, done, last, ckdir, digest, aliases, taken_with,
+                         held):
+    """_checkpointed's steps: chunks of `every`, a checkpoint after each,
+    into ckdir (held)."""
     history = []
     while True:
         chunk = steps - done
@@ -894,6 +960,7 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
             done += chunk
             history += res.history
             if every and done % every == 0:
+                held.make()
                 last = _write_checkpoint(out, ckdir, done, steps, digest, aliases, taken_with)
         finally:
             _lib.ts_outputs_free(out)

@@ -147,7 +147,7 @@ for _ in $(seq 1 200); do
 done
 [ "$(cat "$D/.tessel.lock")" = "$a" ] || fail "the first run never held the directory"
 expect_status 1 "$TESSEL" run --random-inputs 2 --output-dir "$D" "$M"
-expect_in "$ERR" "another tessel run (pid $a) is writing into this output directory"
+expect_in "$ERR" "another tessel run (pid $a) is writing into this directory"
 kill -0 "$a" 2>/dev/null || fail "the first run ended before the second started: make spin.hlo longer"
 wait "$a" || fail "the first run failed: $(cat "$WORK/a.err")"
 "$PY" - "$D" <<'PY' || fail "the directory holds a mix"

@@ -27,8 +27,9 @@
 # 11. --output-dir inside a step directory of the checkpoint dir resumed
 #     from: status 2, the checkpoint kept (it was overwritten and the next
 #     resume fell back a checkpoint); a checkpoint name taken by a user's
-#     directory: the run fails, the user's directory and no temporary
-#     .step-S.XXXXXX left; a first checkpoint that cannot be written: the
+#     directory: refused before the first step (status 2; it failed after
+#     the steps), the user's directory and no temporary .step-S.XXXXXX
+#     left; a first checkpoint that cannot be written: the
 #     --checkpoint-dir it made is removed (an empty one was left).
 # 12. The output directory moved away and another made at its path while
 #     the run computes (it is locked at the start): status 1 naming it,
@@ -210,7 +211,8 @@ expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --resume "$WORK
 expect_in "$ERR" "resumed from $WORK/ck11/step-6 (step 6 of 9)"
 mkdir -p "$WORK/ck12/step-3"
 echo "mine" >"$WORK/ck12/step-3/notes.txt"
-expect_status 1 "$TESSEL" run "$SGD" --random-inputs 3 --steps 3 --checkpoint-every 3 --checkpoint-dir "$WORK/ck12"
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 3 --steps 3 --checkpoint-every 3 --checkpoint-dir "$WORK/ck12"
+expect_in "$ERR" "--checkpoint-dir $WORK/ck12 already holds step-3, a checkpoint this run would write"
 expect_in "$WORK/ck12/step-3/notes.txt" "mine"
 ! ls -d "$WORK"/ck12/.step-* >/dev/null 2>&1 || fail "a temporary checkpoint directory was left: $(ls -a "$WORK/ck12")"
 # a first checkpoint that fails (no file may grow: ulimit -f 0, SIGXFSZ

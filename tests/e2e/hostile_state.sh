@@ -21,6 +21,12 @@
 #     --random-inputs seed, none, or another file for a parameter that is
 #     not the state is refused naming it, exit 2, nothing written (on main
 #     each resumed with exit 0 from other data).
+#  5. A checkpoint directory is one run's: a new run into one that holds a
+#     step it would write is refused before its first step (status 2; it
+#     failed after a chunk, "Directory not empty", status 1), a resume
+#     meeting a step it passed over likewise; a directory another process
+#     holds (.tessel.lock) is refused at once; the output directory may be
+#     the checkpoint directory.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -226,3 +232,30 @@ expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --input 0="$WORK/x1.npy" 
     --resume "$WORK/ck5" --output-dir "$WORK/res5"
 cmp "$WORK/full4/output_0.npy" "$WORK/res5/output_0.npy" || fail "resumed weights differ from the uninterrupted run's"
 echo "hostile_state: a resume with another seed or other inputs than its checkpoint's is refused, naming the difference"
+
+# ---- 5. a checkpoint directory is one run's ----
+C6="$WORK/ck4"   # step-3 and step-6 of part 4's run
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 3 --steps 6 --checkpoint-every 3 --checkpoint-dir "$C6" \
+    --output-dir "$WORK/res6"
+expect_in "$ERR" "tessel: error: --checkpoint-dir $C6 already holds step-3, a checkpoint this run would write: go on from its checkpoints with --resume $C6"
+[ ! -e "$WORK/res6" ] || fail "a refused run wrote outputs"
+# steps past the ones there (every 4: step-4 and step-8) run
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 8 --checkpoint-every 4 --checkpoint-dir "$C6"
+[ -d "$C6/step-8" ] || fail "no step-8 checkpoint: $(ls -A "$C6")"
+# a resume from step 4 (step-6 made unusable) would write step-6 again
+sed -i 's/"step": 6,/"step": 5,/' "$C6/step-6/checkpoint.json"
+rm -rf "$C6/step-8"
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --checkpoint-every 3 --resume "$C6"
+expect_in "$ERR" "tessel: warning: --resume: $C6/step-6 is not used"
+expect_in "$ERR" "tessel: error: $C6 already holds step-6, a checkpoint this run (from step 4) would write again: move it away"
+# held by another process: refused at once, status 1
+expect_status 1 flock "$C6/.tessel.lock" "$TESSEL" run "$SGD" --random-inputs 3 --steps 10 --checkpoint-every 10 \
+    --checkpoint-dir "$C6"
+expect_in "$ERR" "tessel: $C6: error: another tessel run"
+expect_in "$ERR" "is writing into this directory (.tessel.lock is locked)"
+[ ! -e "$C6/step-10" ] || fail "a run into a held checkpoint directory wrote a checkpoint"
+# the output directory may be the checkpoint directory (one lock, held once)
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 4 --checkpoint-every 2 --checkpoint-dir "$WORK/both" \
+    --output-dir "$WORK/both"
+[ -d "$WORK/both/step-4" ] && [ -f "$WORK/both/outputs.json" ] || fail "outputs and checkpoints in one directory: $(ls -A "$WORK/both")"
+echo "hostile_state: a checkpoint directory is one run's: steps it would write again and a held directory are refused before the first step"

@@ -48,7 +48,17 @@ with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
                  on_step=seen.append)
     assert [s.step for s in seen] == list(range(1, 201)) and {s.steps for s in seen} == {200}
     assert [s.watched for s in seen] == a.history == full.history[:200]
-    assert sorted(os.listdir(ck)) == ["step-100", "step-200"], os.listdir(ck)
+    assert sorted(os.listdir(ck)) == [".tessel.lock", "step-100", "step-200"], os.listdir(ck)
+    # the same run into the same directory again: refused before a step (it
+    # failed after 100 steps, renaming onto step-100: "Directory not empty")
+    seen.clear()
+    try:
+        plan.run(ins, steps=200, init_state="zeros", checkpoint_every=100, checkpoint_dir=ck, on_step=seen.append)
+        raise AssertionError("a second run into a directory of checkpoints ran")
+    except tessel.Error as e:
+        assert "already holds step-100, a checkpoint this run would write: go on from its checkpoints with " \
+            "resume=" in str(e), e
+    assert not seen, "steps ran before the refusal"
     seen.clear()
     b = plan.run(ins, steps=300, init_state="zeros", watch="loss", resume=ck, on_step=seen.append)
     assert [s.step for s in seen] == list(range(201, 301)) and seen[0].steps == 300
@@ -124,7 +134,7 @@ with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
     full = tp.run(tin, steps=5)
     ck = os.path.join(work, "tck")
     tp.run(tin, steps=3, checkpoint_every=2, checkpoint_dir=ck)
-    assert sorted(os.listdir(ck)) == ["step-2"], os.listdir(ck)
+    assert sorted(os.listdir(ck)) == [".tessel.lock", "step-2"], os.listdir(ck)
     with open(os.path.join(ck, "step-2", "checkpoint.json")) as f:
         text = f.read()
     assert ('"aliases": [{"output": 0, "parameter": 0, "leaf": 0}, {"output": 1, "parameter": 0, "leaf": 1}], '

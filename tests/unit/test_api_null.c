@@ -265,6 +265,10 @@ static void test_runs_and_outputs(void **state)
     EXPECT(ts_output_dir_open(NULL, &od, &d), "ts_output_dir_open: dir is NULL");
     assert_null(od);
     EXPECT(ts_output_dir_open("/tmp/never", NULL, &d), "ts_output_dir_open: out is NULL");
+    od = (TsOutputDir *)0x1;
+    EXPECT(ts_output_dir_make(NULL, &od, &d), "ts_output_dir_make: dir is NULL");
+    assert_null(od);
+    EXPECT(ts_output_dir_make("/tmp/never", NULL, &d), "ts_output_dir_make: out is NULL");
     EXPECT(ts_outputs_verify(NULL, NULL, &d), "ts_outputs_verify: dir is NULL");
     ts_output_dir_close(NULL);
     ts_outputs_remove(NULL, "/tmp/never");
