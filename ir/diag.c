@@ -68,36 +68,51 @@ IrStatus ir_oom(IrDiag *d, const char *during)
     return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
 }
 
+/* s into b with its control bytes (but tab, and newline where `lines`) as
+ * \xNN: a name, a key or a line from a user's file is echoed as text,
+ * never as a terminal's escape sequence. */
+static void put_shown(IrStrBuf *b, const char *s, bool lines)
+{
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if ((c < 0x20 && c != '\t' && !(lines && c == '\n')) || c == 0x7f)
+            ir_sb_printf(b, "\\x%02x", c);
+        else
+            ir_sb_putn(b, p, 1);
+    }
+}
+
 char *ir_diag_format(const IrDiag *d, const char *prog)
 {
     const char *msg = d->msg ? d->msg : "out of memory";
     char loc[64] = "";
     if (d->pos.line > 0)
         snprintf(loc, sizeof loc, ":%d:%d", (int)d->pos.line, (int)d->pos.col);
-    const char *file = d->file ? d->file : "";
-    const char *sep = (d->file || d->pos.line > 0) ? ": " : "";
-    size_t n = strlen(prog) + strlen(file) + strlen(loc) + strlen(msg) + 32;
-    if (d->line_text)
-        n += 2 * strlen(d->line_text) + 16 + (size_t)(d->pos.col > 0 ? d->pos.col : 0);
-    char *out = ts_malloc(n);
-    if (!out)
-        return NULL;
-    int k = snprintf(out, n, "%s: %s%s%serror: %s\n", prog, file, loc, sep, msg);
-    if (d->line_text && k > 0) {
-        k += snprintf(out + k, n - (size_t)k, "  %s\n  ", d->line_text);
-        /* The caret sits under column col; tabs in the line are kept so the
-         * caret lines up in a terminal. */
+    IrStrBuf b = {0};
+    ir_sb_printf(&b, "%s: ", prog);
+    if (d->file)
+        put_shown(&b, d->file, false);
+    ir_sb_printf(&b, "%s%serror: ", loc, (d->file || d->pos.line > 0) ? ": " : "");
+    put_shown(&b, msg, true);
+    ir_sb_putn(&b, "\n", 1);
+    if (d->line_text) {
+        ir_sb_puts(&b, "  ");
+        put_shown(&b, d->line_text, false);
+        ir_sb_puts(&b, "\n  ");
+        /* The caret sits under column col: tabs in the line are kept so
+         * it lines up in a terminal, and a byte shown as \xNN takes 4. */
         int32_t col = d->pos.col > 0 ? d->pos.col : 1;
         size_t len = strlen(d->line_text); /* once: the caret is linear in its column */
-        for (int32_t i = 1; i < col && (size_t)k < n - 3; i++) {
-            char c = (size_t)(i - 1) < len && d->line_text[i - 1] == '\t' ? '\t' : ' ';
-            out[k++] = c;
+        for (int32_t i = 1; i < col; i++) {
+            unsigned char c = (size_t)(i - 1) < len ? (unsigned char)d->line_text[i - 1] : ' ';
+            if (c == '\t')
+                ir_sb_putn(&b, "\t", 1);
+            else
+                ir_sb_putn(&b, "    ", (c < 0x20 || c == 0x7f) ? 4 : 1);
         }
-        out[k++] = '^';
-        out[k++] = '\n';
-        out[k] = 0;
+        ir_sb_puts(&b, "^\n");
     }
-    return out;
+    return ir_sb_take(&b);
 }
 
 void ir_diag_clear(IrDiag *d)

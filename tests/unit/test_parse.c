@@ -1194,6 +1194,35 @@ static void test_files(void **state)
 /* "Did you mean": an unknown opcode or attribute a slip away from a known
  * one names it (the nearest by edit distance, worked out by hand);
  * nothing near, no hint. */
+/* A control byte in the line, the message or the file name is shown as
+ * \xNN (a hostile file or key must not reach a terminal as an escape
+ * sequence); the caret still sits under its column. */
+static void test_diag_control_bytes(void **state)
+{
+    (void)state;
+    IrParseOptions o = opts();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    const char *text = "HloModule m\nENTRY e {\n  x = f32[4] p\x1b[2Jx(0)\n}\n";
+    assert_int_equal(ir_parse("a\x07.hlo", text, strlen(text), &o, &m, &d), IR_EINPUT);
+    char *f = ir_diag_format(&d, "tessel");
+    assert_non_null(f);
+    assert_null(strchr(f, 0x1b));
+    assert_null(strchr(f, 0x07));
+    assert_non_null(strstr(f, "tessel: a\\x07.hlo:3:14: error: unknown opcode 'p"));
+    assert_non_null(strstr(f, "\n    x = f32[4] p\\x1b[2Jx(0)\n"));
+    /* the caret under column 14 ('p'): 2 + 13 spaces */
+    assert_non_null(strstr(f, "(0)\n               ^\n"));
+    ts_free(f);
+    ir_diag_clear(&d);
+    /* past a shown byte the caret moves by the 4 characters it takes */
+    IrDiag e = {IR_EINPUT, NULL, {1, 4}, ts_strdup("a\x01" "bc"), ts_strdup("tab\tand\nline\x1b")};
+    f = ir_diag_format(&e, "t");
+    assert_string_equal(f, "t: :1:4: error: tab\tand\nline\\x1b\n  a\\x01bc\n        ^\n");
+    ts_free(f);
+    ir_diag_clear(&e);
+}
+
 static void test_did_you_mean(void **state)
 {
     (void)state;
@@ -1446,6 +1475,7 @@ int main(void)
         cmocka_unit_test(test_parse_take),
         cmocka_unit_test(test_failure_injection),
         cmocka_unit_test(test_did_you_mean),
+        cmocka_unit_test(test_diag_control_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
