@@ -439,9 +439,19 @@ static IrStatus bind_leaves(SortRun *r, const Analysis *a)
         }
         for (int32_t p = 0; p < 2 * r->n; p++)
             args[p] = r->k->opnd[p / 2];
-        DevExecOptions none = {0};
-        IrStatus st = dev_execute(m2, m2->entry, 2 * r->n, args, r->k->opt ? r->k->opt : &none,
-                                  &r->lifted, r->k->d);
+        /* The run's options, less what belongs to the entry computation
+         * of the run: its donated arguments (read as m2's, they would hand
+         * the sort's operands to this run, which releases them at their
+         * last use here: operand 0 is arguments 0 and 1, and the sort
+         * reads them after; an SGD step of a sort donated x and crashed),
+         * its per-instruction times and packed weights (indexed by the
+         * entry's instructions and parameters). */
+        DevExecOptions inner = r->k->opt ? *r->k->opt : (DevExecOptions){0};
+        inner.donated = NULL;
+        inner.ndonated = 0;
+        inner.op_times = NULL;
+        inner.packed = NULL;
+        IrStatus st = dev_execute(m2, m2->entry, 2 * r->n, args, &inner, &r->lifted, r->k->d);
         ts_free(args);
         ir_module_free(m2);
         if (st != IR_OK)
