@@ -179,9 +179,9 @@ static int32_t add_opt(GB *b, int32_t x, int32_t y)
 
 /* ---- elementwise ---- */
 
-/* clamp(lo, x, hi) = min(max(x, lo), hi): the tangent of the operand that
- * was chosen (hi where x > hi, lo where x < lo but not above, x between),
- * as the reverse rule routes the adjoint. */
+/* clamp(lo, x, hi) = min(max(x, lo), hi): the tangent of the operand the
+ * reverse rule routes the adjoint to (grad_clamp_masks: JAX's clamp jvp,
+ * strict, so 0 at a tie with a bound). */
 static IrStatus fwd_clamp(Fwd *f, int32_t i, const IrInstr *ins)
 {
     GB *b = &f->b;
@@ -189,13 +189,14 @@ static IrStatus fwd_clamp(Fwd *f, int32_t i, const IrInstr *ins)
     bool slo = gb_shape(b, lo)->rank == 0 && gb_shape(b, x)->rank > 0;
     bool shi = gb_shape(b, hi)->rank == 0 && gb_shape(b, x)->rank > 0;
     int32_t lob = slo ? gb_bcast_like(b, lo, x) : lo, hib = shi ? gb_bcast_like(b, hi, x) : hi;
-    int32_t tlo = tan_z(f, lo), thi = tan_z(f, hi), tx = tan_z(f, x);
+    int32_t tlo = tan_z(f, lo), thi = tan_z(f, hi), tx = tan_z(f, x), mask[3];
     if (slo)
         tlo = gb_bcast_like(b, tlo, x);
     if (shi)
         thi = gb_bcast_like(b, thi, x);
-    int32_t above = gb_cmp(b, x, hib, CMP_GT), below = gb_cmp(b, x, lob, CMP_LT);
-    return set_tan(f, i, gb_select(b, above, thi, gb_select(b, below, tlo, tx)));
+    grad_clamp_masks(b, lob, x, hib, mask);
+    int32_t zero = gb_full_like(b, tx, 0);
+    return set_tan(f, i, gb_select(b, mask[2], thi, gb_select(b, mask[0], tlo, gb_select(b, mask[1], tx, zero))));
 }
 
 static IrStatus fwd_binary(Fwd *f, int32_t i, const IrInstr *ins)
@@ -281,6 +282,32 @@ static IrStatus fwd_elementwise(Fwd *f, int32_t i, const IrInstr *ins)
 
 /* ---- data movement: linear in the data operands ---- */
 
+/* scatter by multiply, y = x * M (M the scatter of the updates into ones):
+ * t_y = t_x * M + x * (the updates' tangents scattered by add into zeros),
+ * the second term exact for unique indices, the only case JAX (and the
+ * reverse rule, rules_data.c) differentiates in the updates. */
+static IrStatus fwd_scatter_mul(Fwd *f, int32_t i, const IrInstr *ins)
+{
+    GB *b = &f->b;
+    int32_t x = ins->opnd[0], idx = ins->opnd[1], u = ins->opnd[2], tx = tan_of(f, x), tu = tan_of(f, u), t = -1;
+    if (tu >= 0 && !ins->a.x->unique_indices)
+        return no_rule(f, i, "a scatter by multiply is differentiated in its updates only with unique_indices=true");
+    if (tx >= 0) {
+        int32_t o[3] = {gb_full_like(b, x, 1), idx, u};
+        t = gb_bin(b, OP_MULTIPLY, tx, gb_emit(b, OP_SCATTER, NULL, 3, o, &ins->a, 1, ins->called));
+    }
+    if (tu >= 0) {
+        int32_t add = gb_sum_comp(f->g, gb_shape(b, x)->type);
+        if (add < 0)
+            return f->g->d->status;
+        int32_t o[3] = {gb_full_like(b, x, 0), idx, tu};
+        int32_t su = gb_bin(b, OP_MULTIPLY, x, gb_emit(b, OP_SCATTER, NULL, 3, o, &ins->a, 1, &add));
+        t = t < 0 ? su : gb_bin(b, OP_ADD, t, su);
+    }
+    return set_tan(f, i, t < 0 ? gb_full_like(b, i, 0) : t);
+}
+
+
 static IrStatus fwd_data(Fwd *f, int32_t i, const IrInstr *ins)
 {
     bool d[ins->nopnd > 0 ? ins->nopnd : 1];
@@ -310,8 +337,11 @@ static IrStatus fwd_data(Fwd *f, int32_t i, const IrInstr *ins)
         const IrComputation *c = f->g->m->comp[ins->called[0]];
         const IrInstr *root = &c->instr[c->root];
         bool over = root->op == OP_PARAMETER && root->a.parameter_number == 1;
-        if (ir_simple_reducer(f->g->m, ins->called[0]) != OP_ADD && !over)
-            return no_rule(f, i, "only scatters that add or overwrite have one");
+        IrOpcode red = ir_simple_reducer(f->g->m, ins->called[0]);
+        if (red == OP_MULTIPLY)
+            return fwd_scatter_mul(f, i, ins);
+        if (red != OP_ADD && !over)
+            return no_rule(f, i, "only scatters that add, multiply or overwrite have one");
         d[0] = d[2] = true;
         break;
     }
@@ -401,6 +431,25 @@ static IrStatus fwd_reduce(Fwd *f, int32_t i, const IrInstr *ins)
     return set_tan(f, i, gb_bin(b, OP_DIVIDE, tsum, cnt));
 }
 
+/* Reduce-window by multiply: t_y_w = sum over j in w of t_j times the
+ * product of the others (grad_window_mul's parts): P_w times the window
+ * sum of t / x1 off the zeros where w has none, P_w times that of t at
+ * the zeros where it has one, else 0. */
+static IrStatus fwd_window_mul(Fwd *f, int32_t i, const IrInstr *ins)
+{
+    GB *b = &f->b;
+    if (has_tan(f, ins->opnd[1]))
+        return no_rule(f, i, "the initial value of a product pooling must not depend on the parameters");
+    int32_t part[4], tx = tan_z(f, ins->opnd[0]), zx = gb_full_like(b, tx, 0);
+    grad_window_mul(b, ins, part);
+    int32_t s0 = grad_window_sum(b, ins, gb_select(b, part[0], zx, gb_bin(b, OP_DIVIDE, tx, part[1])));
+    int32_t s1 = grad_window_sum(b, ins, gb_select(b, part[0], tx, zx));
+    int32_t zy = gb_full_like(b, i, 0);
+    int32_t t0 = gb_select(b, gb_cmp(b, part[3], zy, CMP_EQ), s0, zy);
+    int32_t t1 = gb_select(b, gb_cmp(b, part[3], gb_full_like(b, i, 1), CMP_EQ), s1, zy);
+    return set_tan(f, i, gb_bin(b, OP_MULTIPLY, part[2], gb_bin(b, OP_ADD, t0, t1)));
+}
+
 static IrStatus fwd_window(Fwd *f, int32_t i, const IrInstr *ins)
 {
     GB *b = &f->b;
@@ -421,8 +470,10 @@ static IrStatus fwd_window(Fwd *f, int32_t i, const IrInstr *ins)
         bool d[2] = {true, true};
         return set_tan(f, i, linear(f, ins, d));
     }
+    if (red == OP_MULTIPLY)
+        return fwd_window_mul(f, i, ins);
     if (red != OP_MAXIMUM && red != OP_MINIMUM)
-        return no_rule(f, i, "only add, max and min pooling have one");
+        return no_rule(f, i, "only add, multiply, max and min pooling have one");
     if (has_tan(f, ins->opnd[1]))
         return no_rule(f, i, "the initial value of a max pooling must not depend on the parameters");
     /* A variadic reduce-window over (x, t_x) keeping the winner's pair:

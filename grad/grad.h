@@ -218,11 +218,20 @@ bool rev_is_constant_op(IrOpcode op);
  * operand of maximum/minimum (1 where p, 0.5 where t, else 0). */
 int32_t grad_unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y);
 int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like);
+/* The pred masks of clamp(lo, x, hi) (lo, hi broadcast to x's shape) where
+ * lo, x and hi in turn get the derivative: JAX's strict rule, no operand
+ * at a tie with a bound. */
+void grad_clamp_masks(GB *b, int32_t lob, int32_t x, int32_t hib, int32_t mask[3]);
 
 /* rules_reduce.c, shared with forward mode: an s32 array of shape s's
  * dims holding each element's row-major index; and what output k of a
  * variadic reduce is (see grad_reduce_kind there). */
 int32_t grad_linear_iota(GB *b, const IrShape *s);
+/* rules_reduce.c, shared with forward mode: reduce-window multiply's
+ * parts (zero mask, x with zeros as 1, the window products of that, the
+ * zeros per window), and the reduce-window add of v with ins's window. */
+void grad_window_mul(GB *b, const IrInstr *ins, int32_t part[4]);
+int32_t grad_window_sum(GB *b, const IrInstr *ins, int32_t v);
 enum { GRAD_ROTHER, GRAD_RSUM, GRAD_RSELECT };
 /* For a topk (or TopK custom-call) i with operand [..., n] and k results:
  * v [..., k] routed to the operand's shape (to_operand: out[..., n] = sum

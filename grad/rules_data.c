@@ -20,10 +20,13 @@
  *                    numbers read as a scatter's) at the indices clamped
  *                    as gather clamps them (scatter would drop what is out
  *                    of bounds: jnp.take(mode="clip") and XLA's default)
- *   scatter (add)    the operand gets g, the updates gather g back;
+ *   scatter (add)    the operand gets g, the updates gather g back (0 for
+ *                    an update the scatter skipped: out of bounds);
  *   scatter (overwrite: the combiner returns the update) the operand gets g
  *                    with the written positions zeroed, the updates gather
  *                    g (indices assumed unique, as the forward needs them)
+ *   scatter (multiply) the operand gets g times the scatter of the updates
+ *                    into ones, the updates gather g * x (unique indices)
  */
 #include "grad.h"
 
@@ -172,20 +175,18 @@ static IrScatterDnums scatter_of(const IrGatherDnums *gd)
                             .index_vector_dim = gd->index_vector_dim};
 }
 
-/* The gather's start indices as it reads them: each component c clamped
- * to [0, operand dim - slice size] of the dimension start_index_map[c]
- * names (XLA's gather semantics), so that the scatter-add of the gradient
- * lands where the gather read. */
-static int32_t clamped_starts(GB *b, const IrInstr *ins)
+/* Start indices idx as a gather with dimension numbers gd and slice
+ * sizes `sizes` reads them from `operand`: each component c clamped to
+ * [0, operand dim - slice size] of the dimension start_index_map[c] names
+ * (XLA's gather semantics), so that the scatter-add of the gradient lands
+ * where the gather read. */
+static int32_t clamp_starts(GB *b, const IrGatherDnums *gd, const IrI64List *sizes, int32_t operand, int32_t idx)
 {
-    const IrAttrsX *x = ins->a.x;
-    const IrGatherDnums *gd = &x->gather;
-    int32_t idx = ins->opnd[1];
-    const IrShape *os = gb_shape(b, ins->opnd[0]), *is = gb_shape(b, idx);
+    const IrShape *os = gb_shape(b, operand), *is = gb_shape(b, idx);
     int64_t hi_of[IR_MAX_RANK];
     for (int32_t c = 0; c < gd->start_index_map.n; c++) {
         int64_t d = gd->start_index_map.v[c];
-        hi_of[c] = os->dims[d] - (x->slice_sizes.n > d ? x->slice_sizes.v[d] : 1);
+        hi_of[c] = os->dims[d] - (sizes->n > d ? sizes->v[d] : 1);
     }
     int32_t hi;
     if (gd->index_vector_dim >= is->rank || gd->start_index_map.n == 1) {
@@ -202,6 +203,11 @@ static int32_t clamped_starts(GB *b, const IrInstr *ins)
     }
     int32_t lo = gb_full_like(b, idx, 0);
     return gb_bin(b, OP_MAXIMUM, gb_bin(b, OP_MINIMUM, idx, hi), lo);
+}
+
+static int32_t clamped_starts(GB *b, const IrInstr *ins)
+{
+    return clamp_starts(b, &ins->a.x->gather, &ins->a.x->slice_sizes, ins->opnd[0], ins->opnd[1]);
 }
 
 static IrStatus rule_gather(Rev *r, const IrInstr *ins, int32_t g)
@@ -227,15 +233,88 @@ static bool overwrites(const IrModule *m, int32_t ci)
     return root->op == OP_PARAMETER && root->a.parameter_number == 1;
 }
 
+/* v (of the scatter's operand shape) read back at the positions each
+ * update of scatter `ins` went to: a gather with the scatter's dimension
+ * numbers, of the updates' shape. */
+static int32_t gather_updates(Rev *r, const IrInstr *ins, int32_t v)
+{
+    GB *b = &r->b;
+    const IrScatterDnums *sd = &ins->a.x->scatter;
+    IrShape xs = *gb_shape(b, ins->opnd[0]), us = *gb_shape(b, ins->opnd[2]);
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.gather = (IrGatherDnums){.offset_dims = sd->update_window_dims,
+                               .collapsed_slice_dims = sd->inserted_window_dims,
+                               .start_index_map = sd->scatter_dims_to_operand_dims,
+                               .operand_batching_dims = sd->input_batching_dims,
+                               .start_indices_batching_dims = sd->scatter_indices_batching_dims,
+                               .index_vector_dim = sd->index_vector_dim};
+    /* slice sizes: 1 on inserted and batching dimensions, the update
+     * window's size on the others, in order. */
+    int64_t sizes[IR_MAX_RANK];
+    for (int32_t d = 0, w = 0; d < xs.rank; d++)
+        sizes[d] = ir_list_has(&sd->inserted_window_dims, d) || ir_list_has(&sd->input_batching_dims, d)
+                       ? 1 : us.dims[sd->update_window_dims.v[w++]];
+    ax.slice_sizes = gb_ilist(r->g, xs.rank, sizes);
+    int32_t idx = ins->opnd[1], o[2] = {v, idx};
+    int32_t got = gb_emit(b, OP_GATHER, NULL, 2, o, &a, 0, NULL);
+    /* The scatter skips an update whose window is not wholly inside the
+     * operand (XLA's semantics; JAX's .at[i] with i out of range, its
+     * default "drop" mode), so such an update has gradient 0 (JAX's
+     * transpose gathers in FILL_OR_DROP mode), where the gather would read
+     * at the clamped start. In bounds: every index equal to its clamp. */
+    IrShape is = *gb_shape(b, idx);
+    int64_t ivd = sd->index_vector_dim;
+    int32_t in = gb_cmp(b, clamp_starts(b, &ax.gather, &ax.slice_sizes, ins->opnd[0], idx), idx, CMP_EQ);
+    if (ivd < is.rank) {
+        int32_t ones = gb_select(b, in, gb_full_like(b, idx, 1), gb_full_like(b, idx, 0));
+        in = gb_sum(b, ones, 1, &ivd);
+        in = gb_cmp(b, in, gb_full_like(b, in, (double)is.dims[ivd]), CMP_EQ);
+    }
+    /* in's dims are the updates' scatter dims (those not in the window), in order. */
+    int64_t sdims[IR_MAX_RANK];
+    int32_t ns = 0;
+    for (int32_t d = 0; d < us.rank; d++)
+        if (!ir_list_has(&sd->update_window_dims, d))
+            sdims[ns++] = d;
+    int32_t mask = gb_bcast(b, in, IR_PRED, us.rank, us.dims, ns, sdims);
+    return gb_select(b, mask, got, gb_full_like(b, got, 0));
+}
+
+/* scatter by multiply (JAX's x.at[i].mul(u)): y = x * M, M the same
+ * scatter of the updates into ones (the product of the updates that land
+ * on each element, 1 elsewhere), so x gets g * M whatever the indices. An
+ * update gets g * x at its element times the other updates there, which
+ * with unique indices is gather(g * x); JAX differentiates only that case
+ * (`unique_indices=True`), and so does this rule. */
+static IrStatus rule_scatter_mul(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0], u = ins->opnd[2];
+    if (rev_on(r, u) && !ins->a.x->unique_indices)
+        return rev_no_rule(r, i, "a scatter by multiply has a gradient for its updates only with "
+                                 "unique_indices=true (JAX's x.at[i].mul(u, unique_indices=True))");
+    if (rev_on(r, x)) {
+        int32_t o[3] = {gb_full_like(b, x, 1), ins->opnd[1], u};
+        rev_acc(r, x, 0, gb_bin(b, OP_MULTIPLY, g, gb_emit(b, OP_SCATTER, NULL, 3, o, &ins->a, 1, ins->called)));
+    }
+    if (rev_on(r, u))
+        rev_acc(r, u, 0, gather_updates(r, ins, gb_bin(b, OP_MULTIPLY, g, x)));
+    return r->g->d->status;
+}
+
 static IrStatus rule_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
     if (ins->nopnd != 3)
         return rev_no_rule(r, i, "a scatter of several operands");
     int32_t x = ins->opnd[0], idx = ins->opnd[1], u = ins->opnd[2];
-    bool add = ir_simple_reducer(r->g->m, ins->called[0]) == OP_ADD;
+    IrOpcode red = ir_simple_reducer(r->g->m, ins->called[0]);
+    if (red == OP_MULTIPLY)
+        return rule_scatter_mul(r, i, ins, g);
+    bool add = red == OP_ADD;
     if (!add && !overwrites(r->g->m, ins->called[0]))
-        return rev_no_rule(r, i, "only scatters that add or overwrite have one");
+        return rev_no_rule(r, i, "only scatters that add, multiply or overwrite have one");
     if (rev_on(r, x)) {
         int32_t gx = g;
         if (!add) {
@@ -244,27 +323,8 @@ static IrStatus rule_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
         }
         rev_acc(r, x, 0, gx);
     }
-    if (rev_on(r, u)) {
-        const IrScatterDnums *sd = &ins->a.x->scatter;
-        IrShape xs = *gb_shape(b, x), us = *gb_shape(b, u);
-        IrAttrsX ax = {0};
-        IrAttrs a = {.x = &ax};
-        ax.gather = (IrGatherDnums){.offset_dims = sd->update_window_dims,
-                                   .collapsed_slice_dims = sd->inserted_window_dims,
-                                   .start_index_map = sd->scatter_dims_to_operand_dims,
-                                   .operand_batching_dims = sd->input_batching_dims,
-                                   .start_indices_batching_dims = sd->scatter_indices_batching_dims,
-                                   .index_vector_dim = sd->index_vector_dim};
-        /* slice sizes: 1 on inserted and batching dimensions, the update
-         * window's size on the others, in order. */
-        int64_t sizes[IR_MAX_RANK];
-        for (int32_t d = 0, w = 0; d < xs.rank; d++)
-            sizes[d] = ir_list_has(&sd->inserted_window_dims, d) || ir_list_has(&sd->input_batching_dims, d)
-                           ? 1 : us.dims[sd->update_window_dims.v[w++]];
-        ax.slice_sizes = gb_ilist(r->g, xs.rank, sizes);
-        int32_t o[2] = {g, idx};
-        rev_acc(r, u, 0, gb_emit(b, OP_GATHER, NULL, 2, o, &a, 0, NULL));
-    }
+    if (rev_on(r, u))
+        rev_acc(r, u, 0, gather_updates(r, ins, g));
     return r->g->d->status;
 }
 

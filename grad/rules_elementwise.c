@@ -200,22 +200,32 @@ int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like)
     return gb_select(b, p, one, gb_select(b, t, half, zero));
 }
 
-/* clamp(lo, x, hi) = min(max(x, lo), hi), XLA's order of operands. g goes
- * to x where lo <= x <= hi, to lo where x < lo, to hi where x > hi (when
- * lo > hi the result is hi: XLA's min of the max). A scalar bound gets the
- * sum of its share. */
+/* clamp(lo, x, hi) = min(max(x, lo), hi), XLA's order of operands. The
+ * shares are JAX's clamp rule, strict on every side: x gets g where
+ * lo < x < hi, lo where x < lo < hi, hi where hi < x. At a tie (x == lo or
+ * x == hi) no operand gets it: lax.clamp's gradient at its bounds is 0, not
+ * split as maximum/minimum's (jnp.clip, written with those, splits). When
+ * lo > hi the result is hi (XLA's min of the max), so lo never gets g then.
+ * A scalar bound gets the sum of its share. grad_clamp_masks is shared with
+ * the forward rule (forward.c) so both modes route alike. */
+void grad_clamp_masks(GB *b, int32_t lob, int32_t x, int32_t hib, int32_t mask[3])
+{
+    mask[0] = gb_bin(b, OP_AND, gb_cmp(b, lob, x, CMP_GT), gb_cmp(b, lob, hib, CMP_LT));
+    mask[1] = gb_bin(b, OP_AND, gb_cmp(b, x, lob, CMP_GT), gb_cmp(b, x, hib, CMP_LT));
+    mask[2] = gb_cmp(b, hib, x, CMP_LT);
+}
+
 static IrStatus rule_clamp(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
     int32_t lo = ins->opnd[0], x = ins->opnd[1], hi = ins->opnd[2];
     int32_t lob = gb_shape(b, lo)->rank == 0 ? gb_bcast_like(b, lo, x) : lo;
     int32_t hib = gb_shape(b, hi)->rank == 0 ? gb_bcast_like(b, hi, x) : hi;
-    int32_t zero = gb_full_like(b, x, 0);
-    int32_t above = gb_cmp(b, x, hib, CMP_GT);                   /* result is hi */
-    int32_t below = gb_cmp(b, x, lob, CMP_LT);                   /* result is lo unless above */
-    int32_t ghi = gb_select(b, above, g, zero);
-    int32_t glo = gb_select(b, above, zero, gb_select(b, below, g, zero));
-    int32_t gx = gb_select(b, above, zero, gb_select(b, below, zero, g));
+    int32_t zero = gb_full_like(b, x, 0), mask[3];
+    grad_clamp_masks(b, lob, x, hib, mask);
+    int32_t glo = gb_select(b, mask[0], g, zero);
+    int32_t gx = gb_select(b, mask[1], g, zero);
+    int32_t ghi = gb_select(b, mask[2], g, zero);
     if (rev_on(r, x))
         rev_acc(r, x, 0, gx);
     if (rev_on(r, lo))

@@ -19,6 +19,8 @@
  *   reduce-window with base dilation, max with window dilation, min: one
  *                    window offset at a time (strided slices of the padded
  *                    operand; ties share g), rule_window_offsets
+ *   reduce-window multiply  window sums transposed of g y / x, the zeros
+ *                    counted apart (jnp.cumprod with zeros), rule_window_mul
  *   select-and-scatter  the source gets g at the selected elements (a
  *                    reduce-window over (operand, g) pairs)
  *   dot              dx = g . y contracted over y's free dimensions, and
@@ -422,6 +424,59 @@ static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32
     return r->g->d->status;
 }
 
+/* Reduce-window by multiply (jnp.cumprod, a product pooling): y_w = init
+ * times the product of window w. d y_w / d x_j is the product of the
+ * others in w, which a zero in w makes more than y_w / x_j = 0/0. So, as
+ * rule_reduce_mul avoids dividing for the whole-axis product, but in one
+ * pass of window sums rather than prefix products (a cumulative window is
+ * as long as the axis): with z = (x == 0), x1 = x where not z else 1,
+ * P_w = the product of x1 over w (init included) and Z_w the zeros in w,
+ * the others' product at j in w is P_w / x1_j where Z_w == 0 and x_j != 0,
+ * P_w where Z_w == 1 and x_j == 0, else 0. Filled in by grad_window_mul:
+ * part[0] = z, [1] = x1, [2] = P, [3] = Z (of y's type). Shared with
+ * forward mode. */
+void grad_window_mul(GB *b, const IrInstr *ins, int32_t part[4])
+{
+    int32_t x = ins->opnd[0];
+    part[0] = gb_cmp(b, x, gb_full_like(b, x, 0), CMP_EQ);
+    part[1] = gb_select(b, part[0], gb_full_like(b, x, 1), x);
+    int32_t o[2] = {part[1], ins->opnd[1]};
+    part[2] = gb_emit(b, OP_REDUCE_WINDOW, NULL, 2, o, &ins->a, 1, ins->called);
+    part[3] = grad_window_sum(b, ins, gb_select(b, part[0], gb_full_like(b, x, 1), gb_full_like(b, x, 0)));
+}
+
+/* The reduce-window add of v with ins's window (padding reads 0). */
+int32_t grad_window_sum(GB *b, const IrInstr *ins, int32_t v)
+{
+    int32_t comp = gb_sum_comp(b->g, gb_shape(b, v)->type);
+    if (comp < 0)
+        return -1;
+    int32_t o[2] = {v, gb_const(b, gb_shape(b, v)->type, 0)};
+    return gb_emit(b, OP_REDUCE_WINDOW, NULL, 2, o, &ins->a, 1, &comp);
+}
+
+/* x's adjoint: the window sums transposed (rule_window_add, or offset by
+ * offset with base dilation) of g P where Z == 0, divided by x1, and of
+ * g P where Z == 1 at the zeros. */
+static IrStatus rule_window_mul(Rev *r, int32_t i, const IrInstr *ins, int32_t g, int32_t *gx)
+{
+    GB *b = &r->b;
+    bool base = false;
+    for (int32_t d = 0; d < ins->a.x->window.rank; d++)
+        base |= ins->a.x->window.dim[d].lhs_dilate > 1;
+    int32_t part[4], t[2];
+    grad_window_mul(b, ins, part);
+    int32_t gp = gb_bin(b, OP_MULTIPLY, gb_convert(b, g, ins->shape.type), part[2]), zero = gb_full_like(b, gp, 0);
+    for (int k = 0; k < 2; k++) {
+        int32_t a = gb_select(b, gb_cmp(b, part[3], gb_full_like(b, part[3], k), CMP_EQ), gp, zero);
+        IrStatus st = base ? rule_window_offsets(r, i, ins, a, OP_ADD, &t[k]) : rule_window_add(r, i, ins, a, &t[k]);
+        if (st != IR_OK)
+            return st;
+    }
+    *gx = gb_select(b, part[0], t[1], gb_bin(b, OP_DIVIDE, t[0], part[1]));
+    return r->g->d->status;
+}
+
 static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
@@ -432,9 +487,14 @@ static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     IrOpcode red = ir_simple_reducer(r->g->m, ins->called[0]);
     int32_t x = ins->opnd[0], init = ins->opnd[1];
     if (rev_on(r, init) && red != OP_ADD)
-        return rev_no_rule(r, i, "the initial value of a max or min pooling must not depend on the parameters");
+        return rev_no_rule(r, i, "the initial value of a max, min or product pooling must not depend on the parameters");
+    if (red == OP_MULTIPLY) {
+        int32_t gx = -1;
+        IrStatus st = rule_window_mul(r, i, ins, g, &gx);
+        return st != IR_OK ? st : rev_acc(r, x, 0, gx);
+    }
     if (red != OP_ADD && red != OP_MAXIMUM && red != OP_MINIMUM)
-        return rev_no_rule(r, i, "only add, max and min pooling have one");
+        return rev_no_rule(r, i, "only add, multiply, max and min pooling have one");
     bool dilated_any = false;
     for (int32_t d = 0; d < ins->a.x->window.rank; d++)
         dilated_any |= ins->a.x->window.dim[d].lhs_dilate > 1 || ins->a.x->window.dim[d].rhs_dilate > 1;
