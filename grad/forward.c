@@ -280,6 +280,25 @@ static IrStatus fwd_elementwise(Fwd *f, int32_t i, const IrInstr *ins)
     return set_tan(f, i, gb_bin(b, OP_MULTIPLY, tan_of(f, ins->opnd[0]), fac));
 }
 
+/* scatter by maximum or minimum: the shares of grad_scatter_extremal
+ * (JAX's rule), t_y = t_x * share + the updates' tangents times theirs,
+ * scattered by add. */
+static IrStatus fwd_scatter_extremal(Fwd *f, int32_t i, const IrInstr *ins)
+{
+    GB *b = &f->b;
+    int32_t part[2];
+    grad_scatter_extremal(b, ins, i, part);
+    int32_t t = gb_bin(b, OP_MULTIPLY, tan_z(f, ins->opnd[0]), part[0]);
+    if (tan_of(f, ins->opnd[2]) >= 0) {
+        int32_t add = gb_sum_comp(f->g, gb_shape(b, i)->type);
+        if (add < 0)
+            return f->g->d->status;
+        int32_t o[3] = {gb_full_like(b, i, 0), ins->opnd[1], gb_bin(b, OP_MULTIPLY, tan_of(f, ins->opnd[2]), part[1])};
+        t = gb_bin(b, OP_ADD, t, gb_emit(b, OP_SCATTER, NULL, 3, o, &ins->a, 1, &add));
+    }
+    return set_tan(f, i, t);
+}
+
 /* ---- data movement: linear in the data operands ---- */
 
 /* scatter by multiply, y = x * M (M the scatter of the updates into ones):
@@ -340,8 +359,10 @@ static IrStatus fwd_data(Fwd *f, int32_t i, const IrInstr *ins)
         IrOpcode red = ir_simple_reducer(f->g->m, ins->called[0]);
         if (red == OP_MULTIPLY)
             return fwd_scatter_mul(f, i, ins);
+        if (red == OP_MAXIMUM || red == OP_MINIMUM)
+            return fwd_scatter_extremal(f, i, ins);
         if (red != OP_ADD && !over)
-            return no_rule(f, i, "only scatters that add, multiply or overwrite have one");
+            return no_rule(f, i, "only scatters that add, multiply, overwrite or take the maximum or minimum have one");
         d[0] = d[2] = true;
         break;
     }

@@ -218,6 +218,9 @@ bool rev_is_constant_op(IrOpcode op);
  * operand of maximum/minimum (1 where p, 0.5 where t, else 0). */
 int32_t grad_unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y);
 int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like);
+/* rules_data.c, shared with forward mode: the shares of the operand and
+ * of each update in a scatter by maximum or minimum (self: its result). */
+void grad_scatter_extremal(GB *b, const IrInstr *ins, int32_t self, int32_t part[2]);
 /* The pred masks of clamp(lo, x, hi) (lo, hi broadcast to x's shape) where
  * lo, x and hi in turn get the derivative: JAX's strict rule, no operand
  * at a tie with a bound. */

@@ -27,6 +27,8 @@
  *                    g (indices assumed unique, as the forward needs them)
  *   scatter (multiply) the operand gets g times the scatter of the updates
  *                    into ones, the updates gather g * x (unique indices)
+ *   scatter (max, min) g shared evenly by the updates and the operand that
+ *                    hold each element's value (JAX's rule)
  */
 #include "grad.h"
 
@@ -235,10 +237,13 @@ static bool overwrites(const IrModule *m, int32_t ci)
 
 /* v (of the scatter's operand shape) read back at the positions each
  * update of scatter `ins` went to: a gather with the scatter's dimension
- * numbers, of the updates' shape. */
-static int32_t gather_updates(Rev *r, const IrInstr *ins, int32_t v)
+ * numbers, of the updates' shape. *inb receives the pred mask (updates'
+ * shape) of the updates the scatter applied: it skips an update whose
+ * window is not wholly inside the operand (XLA's semantics; JAX's .at[i]
+ * with i out of range, its default "drop" mode), where the gather reads
+ * at the clamped start instead. In bounds: every index equal to its clamp. */
+static int32_t gather_at(GB *b, const IrInstr *ins, int32_t v, int32_t *inb)
 {
-    GB *b = &r->b;
     const IrScatterDnums *sd = &ins->a.x->scatter;
     IrShape xs = *gb_shape(b, ins->opnd[0]), us = *gb_shape(b, ins->opnd[2]);
     IrAttrsX ax = {0};
@@ -255,14 +260,9 @@ static int32_t gather_updates(Rev *r, const IrInstr *ins, int32_t v)
     for (int32_t d = 0, w = 0; d < xs.rank; d++)
         sizes[d] = ir_list_has(&sd->inserted_window_dims, d) || ir_list_has(&sd->input_batching_dims, d)
                        ? 1 : us.dims[sd->update_window_dims.v[w++]];
-    ax.slice_sizes = gb_ilist(r->g, xs.rank, sizes);
+    ax.slice_sizes = gb_ilist(b->g, xs.rank, sizes);
     int32_t idx = ins->opnd[1], o[2] = {v, idx};
     int32_t got = gb_emit(b, OP_GATHER, NULL, 2, o, &a, 0, NULL);
-    /* The scatter skips an update whose window is not wholly inside the
-     * operand (XLA's semantics; JAX's .at[i] with i out of range, its
-     * default "drop" mode), so such an update has gradient 0 (JAX's
-     * transpose gathers in FILL_OR_DROP mode), where the gather would read
-     * at the clamped start. In bounds: every index equal to its clamp. */
     IrShape is = *gb_shape(b, idx);
     int64_t ivd = sd->index_vector_dim;
     int32_t in = gb_cmp(b, clamp_starts(b, &ax.gather, &ax.slice_sizes, ins->opnd[0], idx), idx, CMP_EQ);
@@ -277,8 +277,53 @@ static int32_t gather_updates(Rev *r, const IrInstr *ins, int32_t v)
     for (int32_t d = 0; d < us.rank; d++)
         if (!ir_list_has(&sd->update_window_dims, d))
             sdims[ns++] = d;
-    int32_t mask = gb_bcast(b, in, IR_PRED, us.rank, us.dims, ns, sdims);
-    return gb_select(b, mask, got, gb_full_like(b, got, 0));
+    *inb = gb_bcast(b, in, IR_PRED, us.rank, us.dims, ns, sdims);
+    return got;
+}
+
+/* gather_at, 0 at the updates the scatter skipped (their gradient: JAX's
+ * transpose gathers in FILL_OR_DROP mode). */
+static int32_t gather_updates(Rev *r, const IrInstr *ins, int32_t v)
+{
+    GB *b = &r->b;
+    int32_t inb, got = gather_at(b, ins, v, &inb);
+    return gb_select(b, inb, got, gb_full_like(b, got, 0));
+}
+
+/* The scatter of v (updates' shape) by add with ins's dimension numbers
+ * into zeros of the operand's shape. */
+static int32_t scatter_add_like(GB *b, const IrInstr *ins, int32_t v)
+{
+    int32_t add = gb_sum_comp(b->g, gb_shape(b, v)->type);
+    if (add < 0)
+        return -1;
+    int32_t o[3] = {gb_full_like(b, ins->opnd[0], 0), ins->opnd[1], v};
+    return gb_emit(b, OP_SCATTER, NULL, 3, o, &ins->a, 1, &add);
+}
+
+/* scatter by maximum or minimum (jax.ops.segment_max, x.at[i].max(u)),
+ * JAX's rule (_scatter_extremal_jvp): at an element e of y, the updates
+ * that landed there with y's value (S of them) and the operand when it
+ * equals y (r = 1, else 0) share the derivative evenly, 1/(S + r) each; an
+ * element no update reached is the operand's. Returns in part[0] the
+ * operand's share (its shape) and in part[1] each update's (the updates'
+ * shape: 1/(S + r) where it is one of S, else 0, skipped updates too).
+ * Shared with forward mode (forward.c). */
+void grad_scatter_extremal(GB *b, const IrInstr *ins, int32_t self, int32_t part[2])
+{
+    int32_t x = ins->opnd[0], u = ins->opnd[2], inb;
+    int32_t at = gather_at(b, ins, self, &inb);
+    int32_t one_u = gb_full_like(b, u, 1), zero_u = gb_full_like(b, u, 0);
+    int32_t succ = gb_bin(b, OP_AND, inb, gb_cmp(b, u, at, CMP_EQ));
+    int32_t cnt = scatter_add_like(b, ins, gb_select(b, succ, one_u, zero_u));
+    int32_t refs = scatter_add_like(b, ins, one_u);
+    int32_t zero_x = gb_full_like(b, x, 0), one_x = gb_full_like(b, x, 1);
+    int32_t r = gb_select(b, gb_cmp(b, x, self, CMP_EQ), one_x, zero_x);
+    int32_t den = gb_bin(b, OP_ADD, cnt, r);
+    int32_t inv = gb_select(b, gb_cmp(b, den, zero_x, CMP_GT), gb_bin(b, OP_DIVIDE, one_x, den), zero_x);
+    part[0] = gb_select(b, gb_cmp(b, refs, zero_x, CMP_EQ), one_x, gb_bin(b, OP_MULTIPLY, r, inv));
+    int32_t inb2;
+    part[1] = gb_select(b, succ, gather_at(b, ins, inv, &inb2), zero_u);
 }
 
 /* scatter by multiply (JAX's x.at[i].mul(u)): y = x * M, M the same
@@ -312,9 +357,20 @@ static IrStatus rule_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     IrOpcode red = ir_simple_reducer(r->g->m, ins->called[0]);
     if (red == OP_MULTIPLY)
         return rule_scatter_mul(r, i, ins, g);
+    if (red == OP_MAXIMUM || red == OP_MINIMUM) {
+        int32_t part[2];
+        grad_scatter_extremal(b, ins, i, part);
+        if (rev_on(r, x))
+            rev_acc(r, x, 0, gb_bin(b, OP_MULTIPLY, g, part[0]));
+        if (rev_on(r, u)) {
+            int32_t inb;
+            rev_acc(r, u, 0, gb_bin(b, OP_MULTIPLY, gather_at(b, ins, g, &inb), part[1]));
+        }
+        return r->g->d->status;
+    }
     bool add = red == OP_ADD;
     if (!add && !overwrites(r->g->m, ins->called[0]))
-        return rev_no_rule(r, i, "only scatters that add, multiply or overwrite have one");
+        return rev_no_rule(r, i, "only scatters that add, multiply, overwrite or take the maximum or minimum have one");
     if (rev_on(r, x)) {
         int32_t gx = g;
         if (!add) {

@@ -7,6 +7,9 @@ tessel's gradient once differed from JAX's or was refused:
                gave it to the operand;
   scatter_mul  x.at[i].mul(u, unique_indices=True): refused ("only
                scatters that add or overwrite");
+  scatter_max  jax.ops.segment_max and x.at[i].max / .min, ties between
+               updates and with the operand, an index out of range:
+               refused ("only scatters that add or overwrite");
   scatter_oob  .at[i].add / .set with an index past the end (JAX drops
                the update, and its gradient is 0): tessel gathered the
                adjoint at the clamped index;
@@ -69,6 +72,21 @@ def scatter_oob(x, u):
     return jnp.sum(a ** 2) + jnp.sum(jnp.cos(b))
 
 
+def scatter_max(x, u):
+    a = x.at[jnp.array([0, 0, 2, 9])].max(u)        # rows 0 and 1 of u tie in places
+    b = x.at[jnp.array([1, 1, 4, 3])].min(u * 0.5)
+    c = jax.ops.segment_max(u, jnp.array([2, 0, 2, 1]), num_segments=4)   # segment 3 empty
+    return jnp.sum(a * jnp.arange(1.0, 4.0)) + jnp.sum(jnp.sin(b)) + jnp.sum(jnp.maximum(c, -3.0) ** 2)
+
+
+def scatter_max_inputs(rng):
+    x = (np.round(rng.standard_normal((5, 3)) * 2) / 2).astype(np.float32)
+    u = (np.round(rng.standard_normal((4, 3)) * 2) / 2).astype(np.float32)
+    u[1, :2] = u[0, :2]
+    x[0, 2] = u[0, 2]
+    return x, u
+
+
 def cumprod(x):
     z = jnp.where(jnp.abs(x) < 0.4, 0.0, x)  # a few zeros, two in some columns
     return jnp.sum(jnp.cumprod(z, axis=0) * 0.5) + jnp.sum(lax.cumprod(1 + 0.1 * x, axis=1, reverse=True) ** 2)
@@ -87,6 +105,8 @@ PROGRAMS = [
                      clamp_ties_inputs, grad_wrt=(0, 1)),
     registry.Program("scatter_mul", scatter_mul, MESHES, lambda a: ((P(), P()), P()),
                      lambda r: (registry._normal(r, (8, 3)), registry._normal(r, (3, 3))), grad_wrt=(0, 1)),
+    registry.Program("scatter_max", scatter_max, MESHES, lambda a: ((P(), P()), P()), scatter_max_inputs,
+                     grad_wrt=(0, 1)),
     registry.Program("scatter_oob", scatter_oob, MESHES, lambda a: ((P(), P()), P()),
                      lambda r: (registry._normal(r, (8, 3)), registry._normal(r, (4, 3))), grad_wrt=(0, 1)),
     registry.Program("cumprod", cumprod, MESHES, lambda a: ((P(None, a[0]),), P()),
