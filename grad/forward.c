@@ -493,8 +493,14 @@ static IrStatus fwd_window(Fwd *f, int32_t i, const IrInstr *ins)
     }
     if (red == OP_MULTIPLY)
         return fwd_window_mul(f, i, ins);
+    if (red == OP_COUNT && grad_is_logaddexp(f->g->m, ins->called[0])) {
+        if (has_tan(f, ins->opnd[1]))
+            return no_rule(f, i, "the initial value of a logaddexp pooling must not depend on the parameters");
+        int32_t t = grad_window_lse_tangent(b, ins, i, tan_z(f, ins->opnd[0]));
+        return t < 0 ? no_rule(f, i, "a logaddexp pooling window of more than 1024 positions") : set_tan(f, i, t);
+    }
     if (red != OP_MAXIMUM && red != OP_MINIMUM)
-        return no_rule(f, i, "only add, multiply, max and min pooling have one");
+        return no_rule(f, i, "only add, multiply, max, min and logaddexp pooling have one");
     if (has_tan(f, ins->opnd[1]))
         return no_rule(f, i, "the initial value of a max pooling must not depend on the parameters");
     /* A variadic reduce-window over (x, t_x) keeping the winner's pair:

@@ -234,6 +234,11 @@ int32_t grad_linear_iota(GB *b, const IrShape *s);
  * parts (zero mask, x with zeros as 1, the window products of that, the
  * zeros per window), and the reduce-window add of v with ins's window. */
 void grad_window_mul(GB *b, const IrInstr *ins, int32_t part[4]);
+/* Whether reducer computation ci is JAX's logaddexp (lax.cumlogsumexp's). */
+bool grad_is_logaddexp(const IrModule *m, int32_t ci);
+/* The tangent of logaddexp pooling ins (self: its result) from its
+ * operand's tangent tx; -1 past 1024 window positions. */
+int32_t grad_window_lse_tangent(GB *b, const IrInstr *ins, int32_t self, int32_t tx);
 int32_t grad_window_sum(GB *b, const IrInstr *ins, int32_t v);
 enum { GRAD_ROTHER, GRAD_RSUM, GRAD_RSELECT };
 /* For a topk (or TopK custom-call) i with operand [..., n] and k results:

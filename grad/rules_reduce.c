@@ -19,6 +19,8 @@
  *   reduce-window with base dilation, max with window dilation, min: one
  *                    window offset at a time (strided slices of the padded
  *                    operand; ties share g), rule_window_offsets
+ *   reduce-window logaddexp  (lax.cumlogsumexp) one window offset at a time,
+ *                    each element's share g e^(x - y)
  *   reduce-window multiply  window sums transposed of g y / x, the zeros
  *                    counted apart (jnp.cumprod with zeros), rule_window_mul
  *   select-and-scatter  the source gets g at the selected elements (a
@@ -325,6 +327,31 @@ static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g
 
 static IrStatus rule_select_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g);
 
+/* The strided slice [st, lim) step str of a window-padded operand that
+ * window offset t reads for every output (y's dims ys): st = t D,
+ * stride S, one element per output (rule_window_offsets). */
+static void offset_slice(const IrWindow *w, const IrShape *ys, const int64_t *t, int64_t *st, int64_t *lim,
+                         int64_t *str)
+{
+    for (int32_t d = 0; d < ys->rank; d++) {
+        const IrWindowDim *wd = &w->dim[d];
+        int64_t S = wd->stride > 0 ? wd->stride : 1, D = wd->rhs_dilate > 1 ? wd->rhs_dilate : 1;
+        st[d] = t[d] * D;
+        str[d] = S;
+        lim[d] = st[d] + (ys->dims[d] - 1) * S + 1;
+    }
+}
+
+/* Step window offset t to the next, row-major. */
+static void next_offset(const IrWindow *w, int64_t *t)
+{
+    for (int32_t d = w->rank - 1; d >= 0; d--) {
+        if (++t[d] < w->dim[d].size)
+            return;
+        t[d] = 0;
+    }
+}
+
 /* Reduce-window by add, max or min with any padding and dilation, one
  * window offset at a time. Let xp be x with the window's padding and base
  * dilation written out (pad(x, init), interior = lhs_dilate - 1; XLA skips
@@ -335,10 +362,13 @@ static IrStatus rule_select_scatter(Rev *r, int32_t i, const IrInstr *ins, int32
  * strided slice s_t of xp of y's shape. Add: y = sum_t s_t, so xp's
  * adjoint is sum_t pad0(g) put back where s_t came from (low t D,
  * interior S - 1). Max/min: y = s_t where s_t == y; the elements equal to
- * y share g evenly (as reduce max does), g / count at each. x's adjoint is
+ * y share g evenly (as reduce max does), g / count at each. Logaddexp
+ * (lse: JAX's cumlogsumexp, y = log sum_t e^s_t): s_t's share is
+ * g e^(s_t - y), at most g, so nothing overflows. x's adjoint is
  * then xp's at x's positions (pad's rule: low pad_lo, stride lhs_dilate,
  * negative padding undone first). K windows positions at most 1024. */
-static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32_t g, IrOpcode red, int32_t *gx)
+static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32_t g, IrOpcode red, bool lse,
+                                    int32_t *gx)
 {
     GB *b = &r->b;
     int32_t x = ins->opnd[0];
@@ -359,10 +389,12 @@ static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32
         }
     }
     if (K > 1024)
-        return rev_no_rule(r, i, "a dilated or min pooling window of more than 1024 positions");
+        return rev_no_rule(r, i, "a window of more than 1024 positions where it is taken one position at a time "
+                                 "(dilated, min or logaddexp pooling)");
+    bool pick = red == OP_MAXIMUM || red == OP_MINIMUM;
     int32_t xp = -1, share = -1;
     int32_t *eq = NULL;
-    if (red != OP_ADD) {
+    if (pick || lse) {
         IrAttrsX pax = {0};
         IrAttrs pa = {.x = &pax};
         pax.pad_lo = gb_ilist(r->g, rank, lo);
@@ -370,25 +402,23 @@ static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32
         pax.pad_interior = gb_ilist(r->g, rank, in);
         int32_t po[2] = {x, ins->opnd[1]};
         xp = gb_emit(b, OP_PAD, NULL, 2, po, &pa, 0, NULL);
-        if (!(eq = ts_malloc((size_t)K * sizeof(int32_t))))
+        if (pick && !(eq = ts_malloc((size_t)K * sizeof(int32_t))))
             return gb_oom(r->g);
     }
+    /* logaddexp: where a window holds only -inf (y = -inf) nothing gets g. */
+    int32_t dead = lse ? gb_cmp(b, i, gb_full_like(b, i, -INFINITY), CMP_EQ) : -1;
     int64_t t[IR_MAX_RANK] = {0}, st[IR_MAX_RANK], lim[IR_MAX_RANK], str[IR_MAX_RANK], plo[IR_MAX_RANK],
             phi[IR_MAX_RANK], pin[IR_MAX_RANK];
     /* Pass 0 (max/min): the masks and their count; pass 1: the adjoint. */
     int32_t gxp = -1, cnt = -1;
-    for (int32_t pass = red == OP_ADD; pass < 2 && r->g->d->status == IR_OK; pass++) {
+    for (int32_t pass = !pick; pass < 2 && r->g->d->status == IR_OK; pass++) {
         for (int32_t d = 0; d < rank; d++)
             t[d] = 0;
         for (int64_t k = 0; k < K && r->g->d->status == IR_OK; k++) {
+            offset_slice(w, &ys, t, st, lim, str);
             for (int32_t d = 0; d < rank; d++) {
-                const IrWindowDim *wd = &w->dim[d];
-                int64_t S = wd->stride > 0 ? wd->stride : 1, D = wd->rhs_dilate > 1 ? wd->rhs_dilate : 1;
-                st[d] = t[d] * D;
-                str[d] = S;
-                lim[d] = st[d] + (ys.dims[d] - 1) * S + 1;
                 plo[d] = st[d];
-                pin[d] = S - 1;
+                pin[d] = str[d] - 1;
                 phi[d] = np[d] - lim[d];
             }
             if (pass == 0) {
@@ -396,15 +426,15 @@ static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32
                 int32_t one = gb_select(b, eq[k], gb_full_like(b, i, 1), gb_full_like(b, i, 0));
                 cnt = cnt < 0 ? one : gb_bin(b, OP_ADD, cnt, one);
             } else {
-                int32_t c = red == OP_ADD ? g : gb_select(b, eq[k], share, gb_full_like(b, g, 0));
+                int32_t c = pick ? gb_select(b, eq[k], share, gb_full_like(b, g, 0)) : g;
+                if (lse) /* d y / d x = e^(x - y) <= 1 */
+                    c = gb_select(b, dead, gb_full_like(b, g, 0),
+                                  gb_bin(b, OP_MULTIPLY, g,
+                                         gb_un(b, OP_EXP, gb_bin(b, OP_SUBTRACT, gb_slice(b, xp, st, lim, str), i))));
                 int32_t p = gb_pad0(b, c, plo, phi, pin);
                 gxp = gxp < 0 ? p : gb_bin(b, OP_ADD, gxp, p);
             }
-            for (int32_t d = rank - 1; d >= 0; d--) { /* the next offset, row-major */
-                if (++t[d] < w->dim[d].size)
-                    break;
-                t[d] = 0;
-            }
+            next_offset(w, t);
         }
         if (pass == 0)
             share = gb_bin(b, OP_DIVIDE, gb_convert(b, g, ys.type), cnt);
@@ -422,6 +452,40 @@ static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32
     }
     *gx = gb_slice(b, gb_pad0(b, gxp, ulo, uhi, zero), s0, l0, r0);
     return r->g->d->status;
+}
+
+/* Instruction v of c when its opcode is op, else NULL. */
+static const IrInstr *op_at(const IrComputation *c, int32_t v, IrOpcode op)
+{
+    return v >= 0 && v < c->ninstr && c->instr[v].op == op ? &c->instr[v] : NULL;
+}
+
+/* Whether binary instruction in takes parameters 0 and 1 of c, in either order. */
+static bool of_params(const IrComputation *c, const IrInstr *in)
+{
+    return in && ((is_param(c, in->opnd[0], 0) && is_param(c, in->opnd[1], 1)) ||
+                  (is_param(c, in->opnd[0], 1) && is_param(c, in->opnd[1], 0)));
+}
+
+/* Whether reducer computation ci is logaddexp as JAX writes it for
+ * lax.cumlogsumexp: select(a - b != a - b, a + b, max(a, b) +
+ * log1p(exp(-|a - b|))) (the first branch for inf - inf). */
+bool grad_is_logaddexp(const IrModule *m, int32_t ci)
+{
+    const IrComputation *c = m->comp[ci];
+    const IrInstr *sel = op_at(c, c->root, OP_SELECT), *ne, *sum;
+    if (!sel || !(ne = op_at(c, sel->opnd[0], OP_COMPARE)) || ne->a.direction != CMP_NE ||
+        ne->opnd[0] != ne->opnd[1] || !of_params(c, op_at(c, ne->opnd[0], OP_SUBTRACT)) ||
+        !of_params(c, op_at(c, sel->opnd[1], OP_ADD)) || !(sum = op_at(c, sel->opnd[2], OP_ADD)))
+        return false;
+    for (int k = 0; k < 2; k++) {
+        const IrInstr *l1p = op_at(c, sum->opnd[1 - k], OP_LOG1P), *e, *neg, *ab;
+        if (of_params(c, op_at(c, sum->opnd[k], OP_MAXIMUM)) && l1p && (e = op_at(c, l1p->opnd[0], OP_EXP)) &&
+            (neg = op_at(c, e->opnd[0], OP_NEGATE)) && (ab = op_at(c, neg->opnd[0], OP_ABS)) &&
+            of_params(c, op_at(c, ab->opnd[0], OP_SUBTRACT)))
+            return true;
+    }
+    return false;
 }
 
 /* Reduce-window by multiply (jnp.cumprod, a product pooling): y_w = init
@@ -469,12 +533,53 @@ static IrStatus rule_window_mul(Rev *r, int32_t i, const IrInstr *ins, int32_t g
     int32_t gp = gb_bin(b, OP_MULTIPLY, gb_convert(b, g, ins->shape.type), part[2]), zero = gb_full_like(b, gp, 0);
     for (int k = 0; k < 2; k++) {
         int32_t a = gb_select(b, gb_cmp(b, part[3], gb_full_like(b, part[3], k), CMP_EQ), gp, zero);
-        IrStatus st = base ? rule_window_offsets(r, i, ins, a, OP_ADD, &t[k]) : rule_window_add(r, i, ins, a, &t[k]);
+        IrStatus st = base ? rule_window_offsets(r, i, ins, a, OP_ADD, false, &t[k]) : rule_window_add(r, i, ins, a, &t[k]);
         if (st != IR_OK)
             return st;
     }
     *gx = gb_select(b, part[0], t[1], gb_bin(b, OP_DIVIDE, t[0], part[1]));
     return r->g->d->status;
+}
+
+/* Forward mode of a logaddexp pooling (self = y): t_y = sum over the
+ * window's offsets t of s_t(tangent) e^(s_t(x) - y), s_t the strided
+ * slice of offset t (rule_window_offsets) of x padded with init and of the
+ * tangent padded with 0; 0 where y = -inf. -1 when the window has more
+ * than 1024 positions. */
+int32_t grad_window_lse_tangent(GB *b, const IrInstr *ins, int32_t self, int32_t tx)
+{
+    const IrWindow *w = &ins->a.x->window;
+    IrShape ys = ins->shape;
+    int32_t rank = ys.rank;
+    int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], in[IR_MAX_RANK], K = 1;
+    for (int32_t d = 0; d < rank; d++) {
+        lo[d] = w->dim[d].pad_lo;
+        hi[d] = w->dim[d].pad_hi;
+        in[d] = (w->dim[d].lhs_dilate > 1 ? w->dim[d].lhs_dilate : 1) - 1;
+        K *= w->dim[d].size;
+    }
+    if (K > 1024 || ir_shape_elements(&ys) == 0)
+        return K > 1024 ? -1 : gb_full_like(b, self, 0);
+    IrAttrsX pax = {0};
+    IrAttrs pa = {.x = &pax};
+    pax.pad_lo = gb_ilist(b->g, rank, lo);
+    pax.pad_hi = gb_ilist(b->g, rank, hi);
+    pax.pad_interior = gb_ilist(b->g, rank, in);
+    int32_t po[2] = {ins->opnd[0], ins->opnd[1]};
+    int32_t xp = gb_emit(b, OP_PAD, NULL, 2, po, &pa, 0, NULL);
+    int32_t to[2] = {tx, gb_const(b, ys.type, 0)};
+    int32_t tp = gb_emit(b, OP_PAD, NULL, 2, to, &pa, 0, NULL);
+    int64_t t[IR_MAX_RANK] = {0}, st[IR_MAX_RANK], lim[IR_MAX_RANK], str[IR_MAX_RANK];
+    int32_t sum = -1;
+    for (int64_t k = 0; k < K && b->g->d->status == IR_OK; k++) {
+        offset_slice(w, &ys, t, st, lim, str);
+        int32_t e = gb_un(b, OP_EXP, gb_bin(b, OP_SUBTRACT, gb_slice(b, xp, st, lim, str), self));
+        int32_t c = gb_bin(b, OP_MULTIPLY, gb_slice(b, tp, st, lim, str), e);
+        sum = sum < 0 ? c : gb_bin(b, OP_ADD, sum, c);
+        next_offset(w, t);
+    }
+    int32_t dead = gb_cmp(b, self, gb_full_like(b, self, -INFINITY), CMP_EQ);
+    return gb_select(b, dead, gb_full_like(b, self, 0), sum);
 }
 
 static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
@@ -488,13 +593,16 @@ static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     int32_t x = ins->opnd[0], init = ins->opnd[1];
     if (rev_on(r, init) && red != OP_ADD)
         return rev_no_rule(r, i, "the initial value of a max, min or product pooling must not depend on the parameters");
-    if (red == OP_MULTIPLY) {
+    if (red == OP_MULTIPLY || (red == OP_COUNT && grad_is_logaddexp(r->g->m, ins->called[0]))) {
+        if (rev_on(r, init))
+            return rev_no_rule(r, i, "the initial value of a logaddexp pooling must not depend on the parameters");
         int32_t gx = -1;
-        IrStatus st = rule_window_mul(r, i, ins, g, &gx);
+        IrStatus st = red == OP_MULTIPLY ? rule_window_mul(r, i, ins, g, &gx)
+                                         : rule_window_offsets(r, i, ins, g, OP_ADD, true, &gx);
         return st != IR_OK ? st : rev_acc(r, x, 0, gx);
     }
     if (red != OP_ADD && red != OP_MAXIMUM && red != OP_MINIMUM)
-        return rev_no_rule(r, i, "only add, multiply, max and min pooling have one");
+        return rev_no_rule(r, i, "only add, multiply, max, min and logaddexp pooling have one");
     bool dilated_any = false;
     for (int32_t d = 0; d < ins->a.x->window.rank; d++)
         dilated_any |= ins->a.x->window.dim[d].lhs_dilate > 1 || ins->a.x->window.dim[d].rhs_dilate > 1;
@@ -504,7 +612,7 @@ static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
             base |= ins->a.x->window.dim[d].lhs_dilate > 1;
         int32_t gx = -1;
         IrStatus st = red == OP_ADD && !base ? rule_window_add(r, i, ins, g, &gx)
-                                             : rule_window_offsets(r, i, ins, g, red, &gx);
+                                             : rule_window_offsets(r, i, ins, g, red, false, &gx);
         if (st != IR_OK)
             return st;
         if (rev_on(r, x))

@@ -13,8 +13,9 @@ tessel's gradient once differed from JAX's or was refused:
   scatter_oob  .at[i].add / .set with an index past the end (JAX drops
                the update, and its gradient is 0): tessel gathered the
                adjoint at the clamped index;
-  cumprod      jnp.cumprod (a reduce-window by multiply), with zeros:
-               refused ("only add, max and min pooling");
+  cumprod      jnp.cumprod (a reduce-window by multiply), with zeros,
+               and lax.cumlogsumexp (by JAX's logaddexp) over a range no
+               exponential holds: refused ("only add, max and min pooling");
   sort_sgd     an SGD step of a sort loss (donated parameters): the run
                crashed (device/k_sort.c's nested run took the entry's
                donations).
@@ -89,7 +90,8 @@ def scatter_max_inputs(rng):
 
 def cumprod(x):
     z = jnp.where(jnp.abs(x) < 0.4, 0.0, x)  # a few zeros, two in some columns
-    return jnp.sum(jnp.cumprod(z, axis=0) * 0.5) + jnp.sum(lax.cumprod(1 + 0.1 * x, axis=1, reverse=True) ** 2)
+    return (jnp.sum(jnp.cumprod(z, axis=0) * 0.5) + jnp.sum(lax.cumprod(1 + 0.1 * x, axis=1, reverse=True) ** 2)
+            + jnp.sum(jnp.sin(lax.cumlogsumexp(x * 60, axis=0))) + jnp.sum(lax.cumlogsumexp(x, axis=1, reverse=True)))
 
 
 def sort_sgd(x, w):
