@@ -131,6 +131,8 @@ static IrStatus no_rule(Fwd *f, int32_t i, const char *why)
 {
     const IrInstr *ins = &f->b.c->instr[i];
     IrModule *m = f->g->m;
+    if (!why)
+        why = grad_why_none(ins);
     return ir_error(f->g->d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
                     "grad: no forward-mode (jvp) rule for %s (instruction %s)%s%s", ir_op_name(ins->op),
                     ins->name, why ? ": " : "", why ? why : "");

@@ -213,6 +213,9 @@ int32_t grad_linalg_tangent(GB *b, const IrInstr *ins, int32_t self, const int32
 /* Whether an op's floating result has derivative zero everywhere it is
  * defined (floor, sign, iota, rng): gradients stop there. */
 bool rev_is_constant_op(IrOpcode op);
+/* reverse.c: why op ins has no rule in either mode where the op alone
+ * does not say (shard_map's boundaries and collectives), else NULL. */
+const char *grad_why_none(const IrInstr *ins);
 /* rules_elementwise.c, shared with forward mode: the derivative factor of
  * unary op `op` at x (y = op(x)), -2 when it has none; and the share of an
  * operand of maximum/minimum (1 where p, 0.5 where t, else 0). */

@@ -94,12 +94,35 @@ static const char *name_at(const IrModule *m, IrPos pos, char *buf, size_t n)
     return buf;
 }
 
+/* Why an op the loss depends on has no rule, where the op alone does
+ * not say: a shard_map or manual region's boundary, and the collectives
+ * inside one. JAX differentiates shard_map with its own transposes of the
+ * boundaries and of psum / all_gather under its replication checks; that
+ * is a feature of its own, refused here rather than half built (docs/cli.md). */
+const char *grad_why_none(const IrInstr *ins)
+{
+    static const char *manual = "tessel grad does not differentiate through shard_map or a manual region "
+                                "(its boundaries and the collectives inside); lower jax.value_and_grad of the "
+                                "function and run that instead";
+    if (ir_op_family(ins->op) == FAM_COLLECTIVE)
+        return manual;
+    if (ins->op == OP_CUSTOM_CALL && ins->a.x->custom_call_target) {
+        const char *t = ins->a.x->custom_call_target;
+        if (!strcmp(t, "xla.sdy.GlobalToLocalShape") || !strcmp(t, "xla.sdy.LocalToGlobalShape") ||
+            !strcmp(t, "SPMDFullToShardShape") || !strcmp(t, "SPMDShardToFullShape"))
+            return manual;
+    }
+    return NULL;
+}
+
 IrStatus rev_no_rule(Rev *r, int32_t i, const char *why)
 {
     const IrInstr *ins = &r->b.c->instr[i];
     IrModule *m = r->g->m;
     char buf[256];
     const char *name = name_at(m, ins->pos, buf, sizeof buf);
+    if (!why)
+        why = grad_why_none(ins);
     return ir_error(r->g->d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
                     "grad: no gradient rule for %s (instruction %s)%s%s", ir_op_name(ins->op),
                     name ? name : ins->name, why ? ": " : "", why ? why : "");

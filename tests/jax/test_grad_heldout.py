@@ -20,6 +20,10 @@ tessel's gradient once differed from JAX's or was refused:
                crashed (device/k_sort.c's nested run took the entry's
                donations).
 
+And one refusal: a loss through shard_map (psum in a manual region),
+which tessel grad does not differentiate, is refused with exit status 2
+naming shard_map and the way round it (JAX's own value_and_grad lowered).
+
 For each program, on 1 and 2 devices (its batch split): `tessel grad`
 run partitioned equals jax.value_and_grad; `tessel grad --sgd 0.1` run
 partitioned equals p - 0.1 * JAX's gradient; and on 2 devices `tessel
@@ -28,6 +32,7 @@ grad --jvp` equals jax.jvp (random tangents). Tolerances are test_oracle.py's.
 usage: test_grad_heldout.py [NAME,...]     exit 0 when all hold, 1 otherwise
 """
 import pathlib
+import subprocess
 import sys
 import tempfile
 import time
@@ -118,6 +123,26 @@ PROGRAMS = [
 ]
 
 
+def smap_loss(w, x):
+    def local(w, x):
+        return jax.lax.psum(jnp.tanh(x @ w), "x")
+    y = jax.shard_map(local, in_specs=(P(None, "x"), P()), out_specs=P(), check_vma=False)(w, x)
+    return jnp.sum(y ** 2)
+
+
+def check_refusal(root):
+    """tessel grad of a shard_map loss: exit 2, the reason named."""
+    prog = registry.Program("smap", smap_loss, ((2,),), lambda a: ((P(None, a[0]), P()), P()),
+                            lambda r: (registry._normal(r, (4, 6)), registry._normal(r, (3, 4))), grad_wrt=(0,))
+    ins = prog.make_inputs(np.random.default_rng(1))
+    (root / "smap.hlo").write_text(prog.lower_hlo((2,), ins))
+    p = subprocess.run([oracle.TESSEL, "grad", str(root / "smap.hlo"), "--wrt", "0", "-o", str(root / "g.hlo")],
+                       capture_output=True, text=True)
+    if p.returncode != 2 or "does not differentiate through shard_map" not in p.stderr or (root / "g.hlo").exists():
+        raise oracle.Mismatch("shard_map loss: exit %d, %s" % (p.returncode, p.stderr.strip()[-400:]))
+    return 0.0
+
+
 def outputs(d):
     out, k = [], 0
     while (d / ("output_%d.npy" % k)).exists():
@@ -190,6 +215,13 @@ def main():
                         bad.append("%s on %d, %s" % (prog.name, case.n, check))
                     print("%-4s %-12s %d %-4s %4.1fs  %s" % (status, prog.name, case.n, check, time.time() - t0, detail),
                           flush=True)
+        if len(sys.argv) == 1 or "smap" in names:
+            try:
+                check_refusal(root)
+                print("ok   smap         2 refused with exit 2, shard_map named")
+            except oracle.Mismatch as e:
+                print("FAIL smap: %s" % e)
+                bad.append("smap refusal")
     print("%d failures in %.0f s" % (len(bad), time.time() - t_all))
     for b in bad:
         print("FAIL: " + b)
