@@ -54,7 +54,8 @@
  *  - the values a kernel makes beside its result while it runs:
  *    operands converted (a mixed-precision reduce's, scaled-dot's
  *    dequantized ones) and a reducer's scalar arguments and results when
- *    it is called element by element (calls_per_element).
+ *    it is called element by element (calls_per_element), a sort's
+ *    per-element keys (sort_keys_bytes).
  * Not modelled: buffers the kernels and the collectives use outside
  * values (fusion's scratch rows and blocks, MPI staging).
  *
@@ -425,6 +426,124 @@ static int64_t blockwise_bytes(const IrModule *m, const IrComputation *c, const 
     if (ins->op == OP_REDUCE && ir_reduce_is_blockwise(m, ins, types))
         return ir_reduce_block_bytes(m, ins, types);
     return general;
+}
+
+/* The peak of a sort's nested run of its keys op by op (sort_keys_bytes:
+ * mark bit 2 lifted, 4 a leaf). */
+static int64_t sort_keys_unfused(const IrComputation *cc, const int32_t *order, const uint8_t *mark, int64_t elems)
+{
+    int32_t n = cc->ninstr, *last = ts_malloc((size_t)n * sizeof *last);
+    if (!last)
+        return 0;
+    for (int32_t j = 0; j < n; j++)
+        last[order[j]] = -1;
+    for (int32_t j = 0; j < n; j++)
+        for (int32_t o = 0; (mark[order[j]] & 2) && o < cc->instr[order[j]].nopnd; o++)
+            last[cc->instr[order[j]].opnd[o]] = j;
+    int64_t live = 0, peak = 0;
+    for (int32_t j = 0; j < n; j++) {
+        const IrInstr *x = &cc->instr[order[j]];
+        if (!(mark[order[j]] & 2) || x->op == OP_PARAMETER)
+            continue;
+        int32_t lender = -1; /* an operand whose buffer it writes over: its bytes go on as its */
+        for (int32_t o = 0; x->op != OP_CONSTANT && o < x->nopnd && lender < 0; o++) {
+            const IrInstr *y = &cc->instr[x->opnd[o]];
+            if (last[x->opnd[o]] == j && !(mark[x->opnd[o]] & 4) && y->op != OP_PARAMETER &&
+                y->op != OP_CONSTANT && y->shape.type == x->shape.type)
+                lender = x->opnd[o];
+        }
+        if (lender < 0)
+            live += elems * (int64_t)ir_type_size(x->shape.type);
+        peak = live > peak ? live : peak;
+        for (int32_t o = 0; o < x->nopnd; o++) {
+            int32_t p = x->opnd[o];
+            bool first = p != lender; /* an operand read twice is freed once */
+            for (int32_t q = 0; q < o; q++)
+                first = first && x->opnd[q] != p;
+            if (first && last[p] == j && !(mark[p] & 4) && cc->instr[p].op != OP_PARAMETER)
+                live -= elems * (int64_t)ir_type_size(cc->instr[p].shape.type);
+        }
+    }
+    ts_free(last);
+    return peak;
+}
+
+/* The keys a sort's comparator computes per element (device/k_sort.c,
+ * its native path): every value of the comparator that depends on one
+ * side's parameters only and feeds a compare, select or logical op that
+ * mixes the sides is computed once for the whole operand by a nested run
+ * of the executor (its elementwise chains fused, so only those leaves are
+ * made), and the leaves live while the sort runs: JAX's comparators
+ * (NaN and -0 canonicalised by selects before a TOTALORDER compare) make
+ * one a side. Their bytes, by the same classification as k_sort.c's
+ * analyse and classify; 0 where the sort takes the general path (a
+ * comparator call per comparison, scalars only). */
+static int64_t sort_keys_bytes(const IrModule *m, const IrComputation *c, const IrInstr *ins)
+{
+    if (ins->op != OP_SORT || ins->ncalled < 1 || ins->nopnd < 1 || ins->called[0] < 0 ||
+        ins->called[0] >= m->ncomp || !m->comp[ins->called[0]])
+        return 0;
+    const IrComputation *cc = m->comp[ins->called[0]];
+    int32_t n = cc->ninstr, *order = NULL;
+    IrDiag d = {0};
+    uint8_t *dep = n > 0 ? ts_calloc((size_t)n, 2) : NULL; /* [i]: sides; [n + i]: 1 reached, 2 lifted */
+    if (!dep || ir_topo_order(m, cc, &order, &d) != IR_OK || cc->root < 0) {
+        ir_diag_clear(&d);
+        ts_free(dep);
+        ts_free(order);
+        return 0;
+    }
+    uint8_t *mark = dep + n;
+    for (int32_t j = 0; j < n; j++) {
+        const IrInstr *x = &cc->instr[order[j]];
+        if (x->op == OP_PARAMETER)
+            dep[order[j]] = x->a.parameter_number % 2 == 0 ? 1 : 2;
+        for (int32_t o = 0; o < x->nopnd; o++)
+            dep[order[j]] |= dep[x->opnd[o]];
+    }
+    mark[cc->root] = 1;
+    for (int32_t j = n - 1; j >= 0; j--)
+        for (int32_t o = 0; mark[order[j]] && o < cc->instr[order[j]].nopnd; o++)
+            mark[cc->instr[order[j]].opnd[o]] |= 1;
+    bool native = dep[cc->root] == 3;
+    for (int32_t j = 0; native && j < n; j++) {
+        int32_t i = order[j];
+        const IrInstr *x = &cc->instr[i];
+        if (!(mark[i] & 1) || dep[i] != 3)
+            continue;
+        native = x->shape.type != IR_TUPLE && x->shape.rank == 0 && x->ncalled == 0 &&
+                 (x->op == OP_COMPARE || x->op == OP_SELECT || x->op == OP_AND || x->op == OP_OR ||
+                  x->op == OP_XOR || x->op == OP_NOT);
+        for (int32_t o = 0; native && o < x->nopnd; o++)
+            if (dep[x->opnd[o]] != 3 && cc->instr[x->opnd[o]].op != OP_PARAMETER)
+                mark[x->opnd[o]] |= 2 | 4; /* lifted, and a leaf */
+    }
+    int64_t bytes = 0, elems = ir_shape_elements(&c->instr[ins->opnd[0]].shape);
+    for (int32_t j = n - 1; native && j >= 0; j--) {
+        int32_t i = order[j];
+        const IrInstr *x = &cc->instr[i];
+        if (!(mark[i] & 2) || x->op == OP_PARAMETER)
+            continue;
+        native = x->ncalled == 0 && x->shape.type != IR_TUPLE && x->shape.rank == 0 &&
+                 !ir_type_is_complex(x->shape.type) &&
+                 (x->op == OP_CONSTANT || x->op == OP_BITCAST_CONVERT ||
+                  (ir_op_is_elementwise(x->op) && x->op != OP_REAL && x->op != OP_IMAG));
+        for (int32_t o = 0; o < x->nopnd; o++)
+            mark[x->opnd[o]] |= 2;
+        if (mark[i] & 4)
+            bytes += elems * (int64_t)ir_type_size(x->shape.type);
+    }
+    /* Arrays of fusion's size: the nested run's chains are fused groups
+     * whose roots are the leaves. Smaller ones run op by op: every lifted
+     * value (a constant as its broadcast) is made in the comparator's
+     * order and freed after its last use, the leaves held to the end, and
+     * an op writes over an operand of its type that dies there and is no
+     * leaf or parameter (the executor's lending, as lone_lends). */
+    if (native && elems < IR_FUSION_MIN_ELEMENTS)
+        bytes = sort_keys_unfused(cc, order, mark, elems);
+    ts_free(dep);
+    ts_free(order);
+    return native ? bytes : 0;
 }
 
 /* The bytes of computation k's parameters. */
@@ -1312,6 +1431,7 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
         if (st == IR_OK && call_moved_extra(&e, s, ins, last_use, &moved, &st, d) && moved < e.callee[s])
             e.callee[s] = moved; /* its operands moved in: may be negative */
         e.callee[s] += converted_bytes(m, e.c, ins); /* its kernel's converted operands */
+        e.callee[s] += sort_keys_bytes(m, e.c, ins);  /* a sort's per-element keys */
     }
     ts_free(last_use);
     if (st == IR_OK)

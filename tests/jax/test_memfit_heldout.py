@@ -361,8 +361,10 @@ def check(name, n, how, root):
     if p.returncode == 0:
         got = peak_of(d / "fit.json")
         assert got <= lim, "%s: fitted peak %d over P/2 = %d" % (name, got, lim)
-        run(["run", step, *nparts, "--random-inputs", 4, *init, "--output-dir", d / "plain"], 0)
-        r = run(["run", step, *nparts, "--random-inputs", 4, *init, "--limit", "memory=%d" % lim, "--stats",
+        # one GEMM library on both sides (the probe may choose another per process: other bits)
+        sg = ["--sgemm", "openblas"]
+        run(["run", step, *nparts, "--random-inputs", 4, *init, *sg, "--output-dir", d / "plain"], 0)
+        r = run(["run", step, *nparts, "--random-inputs", 4, *init, *sg, "--limit", "memory=%d" % lim, "--stats",
                  "--output-dir", d / "fit"], 0)
         total = measured_sum(r.stderr)
         ok = total <= n * lim and same_bits(d / "plain", d / "fit")
