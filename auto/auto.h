@@ -11,6 +11,10 @@
  *               log_softmax and their gradients as calls), and those of
  *               the loop bodies and branches in the graph: the graph
  *               prices and shards what they compute
+ *   bcast_clone.c  a broadcast of a scalar and an iota of the entry read
+ *               by several instructions copied for each reader (XLA's
+ *               HloConstantSplitter): shared across layers they joined
+ *               every layer in the graph
  *   loop.c      while loops in the graph: each state element one choice
  *               (the while, its body's parameter and root, its
  *               condition's parameter, its result), the body's
@@ -74,6 +78,15 @@
  * one-device reference); what partition-id reaches in the entry is held
  * replicated (device 0's answer, the reference's), else IR_EINPUT. */
 IrStatus auto_per_device(IrModule *m, int64_t n, IrDiag *d);
+
+/* ---- bcast_clone.c ---- */
+
+/* In m's entry computation, each reader of a broadcast of a scalar or of
+ * an iota after its first reads a copy of its own (named anew, at the
+ * same source position); shared are only those with the user's sharding
+ * or in control dependencies. Values unchanged. *nclone: the copies
+ * made. IR_ENOMEM only (the module then may hold copies not yet read). */
+IrStatus auto_clone_broadcasts(IrModule *m, int32_t *nclone, IrDiag *d);
 
 /* ---- inline.c ---- */
 

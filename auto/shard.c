@@ -288,6 +288,11 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
         return st;
     int32_t ninlined;
     st = auto_inline_calls(m, &ninlined, d);
+    /* After inlining, which brings the callees' broadcasts into the
+     * readers' computation. */
+    int32_t nclone;
+    if (st == IR_OK)
+        st = auto_clone_broadcasts(m, &nclone, d);
     if (st != IR_OK)
         return st;
     AutoGraph g;
