@@ -822,6 +822,19 @@ static bool parse_v3(Lexer *L, IrSharding *s)
 }
 
 /* single ::= '{' (word | name '=' value)* '}' ; the '{' may be consumed. */
+/* Is the current word one a single sharding may hold (parse_single_attr's
+ * and parse_single_word's)? */
+static bool single_word_known(const Lexer *L)
+{
+    static const char *const words[] = {"device",   "devices", "last_tile_dims", "metadata",  "replicated",
+                                        "maximal",  "manual",  "unknown",        "unreduced", "last_tile_dim_replicate",
+                                        "shard_as", "shard_like", "maximal_mesh"};
+    for (size_t k = 0; k < sizeof words / sizeof *words; k++)
+        if (lx_is_word(L, words[k]))
+            return true;
+    return false;
+}
+
 static bool parse_single(Lexer *L, IrSharding *s, bool brace_consumed, IrPos pos)
 {
     memset(s, 0, sizeof *s);
@@ -835,6 +848,16 @@ static bool parse_single(Lexer *L, IrSharding *s, bool brace_consumed, IrPos pos
     Single x = {0};
     bool ok = true;
     while (ok && !lx_is(L, LX_RBRACE)) {
+        /* A word the sharding cannot hold on a later line than its '{' is
+         * the next instruction (`x = ...`, `ROOT ...`): the '}' was left
+         * out, and the error belongs at the sharding, not at that line's
+         * name as an attribute of it. */
+        if (L->tok.pos.line > pos.line && (lx_is_attr(L) || lx_is_word(L, "ROOT")) && !single_word_known(L)) {
+            char buf[64];
+            ok = lx_fail(L, pos, "expected '}' to end this sharding on its line, found %s on line %d",
+                         lx_describe(L, buf, sizeof buf), (int)L->tok.pos.line);
+            break;
+        }
         if (lx_is_attr(L))
             ok = parse_single_attr(L, &x);
         else if (lx_is(L, LX_NAME))

@@ -339,6 +339,9 @@ static void test_parse_errors(void **state)
     /* line and column count over newlines */
     assert_parse_error("{\n  devices=[2]\n  0,1,2}", "lists 3 devices", 1, 1);
     assert_parse_error("{\n  bogus}", "unknown word", 2, 3);
+    /* its '}' left out: the next instruction is no attribute of it */
+    assert_parse_error("{devices=[2]0,1\n  w = f32[2] parameter(1)", "expected '}' to end this sharding on its line, found 'w' on line 2", 1, 1);
+    assert_parse_error("{replicated\n  ROOT w = f32[2] parameter(1)", "found 'ROOT' on line 2", 1, 1);
     assert_parse_error("{devices=[16777216,2]<=[33554432]}", "more than", 1, 1);
     assert_parse_error("{devices=[2]0,1 devices=[2]1,0}", "duplicate devices= in sharding", 1, 17);
     assert_parse_error("{replicated shard_as 1 shard_like 2}", "more than one shard group", 1, 24);
