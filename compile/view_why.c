@@ -59,6 +59,47 @@ static bool has_instr(const IrModule *m, const char *name)
     return false;
 }
 
+typedef struct Names {
+    const char **v;
+    int32_t n, cap;
+} Names;
+
+static const char *names_at(void *ctx, int32_t i)
+{
+    return ((Names *)ctx)->v[i];
+}
+
+static void names_add(Names *ns, const char *s)
+{
+    if (!s || ns->n == ns->cap) {
+        int32_t cap = ns->cap ? ns->cap * 2 : 64;
+        const char **v = s ? ts_realloc(ns->v, (size_t)cap * sizeof *v) : NULL;
+        if (!v)
+            return; /* a hint left out, not an error */
+        ns->v = v;
+        ns->cap = cap;
+    }
+    ns->v[ns->n++] = s;
+}
+
+/* The instruction or collective name of the plan nearest to `name` (a
+ * slip away: ir_nearest), for "did you mean"; NULL for none. */
+static const char *nearest_name(const CompileResult *r, const char *name)
+{
+    Names ns = {0};
+    for (int32_t k = 0; k < r->prog.ncluster; k++) {
+        const PlanCluster *pc = &r->prog.cluster[k];
+        for (int32_t c = 0; pc->src && c < pc->src->ncomp; c++)
+            for (int32_t i = 0; i < pc->src->comp[c]->ninstr; i++)
+                names_add(&ns, pc->src->comp[c]->instr[i].name);
+        for (int32_t j = 0; j < pc->report.ncoll; j++)
+            names_add(&ns, pc->report.coll[j].name);
+    }
+    const char *near = ir_nearest(name, strlen(name), ns.n, names_at, &ns);
+    ts_free(ns.v);
+    return near;
+}
+
 char *compile_plan_why(const CompileResult *r, const char *name, IrDiag *d)
 {
     bool known = false;
@@ -88,8 +129,10 @@ char *compile_plan_why(const CompileResult *r, const char *name, IrDiag *d)
     }
     if (!known) {
         ir_sb_free(&body);
+        const char *near = nearest_name(r, name);
         ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                 "--why %s: no instruction or collective of that name in the plan", name);
+                 "--why %s: no instruction or collective of that name in the plan%s%s%s", name,
+                 near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
         return NULL;
     }
     if (n == 0)

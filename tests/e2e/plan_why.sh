@@ -87,6 +87,11 @@ expect_status 0 "$TESSEL" plan forced.hlo --why a
 expect_in "$OUT" "a: no collective produces or consumes it"
 expect_status 2 "$TESSEL" plan forced.hlo --why nosuch
 expect_in "$ERR" "--why nosuch: no instruction or collective of that name in the plan"
+# A slip of a name (an instruction's, a collective's) is answered with the nearest.
+expect_status 2 "$TESSEL" plan forced.hlo --why cc
+expect_in "$ERR" "--why cc: no instruction or collective of that name in the plan; did you mean c?"
+expect_status 2 "$TESSEL" plan forced.hlo --why all-gathr
+expect_in "$ERR" "did you mean all-gather?"
 expect_status 2 "$TESSEL" plan forced.hlo --why c --format json
 expect_in "$ERR" "--why prints the reasons of one value's collectives"
 
