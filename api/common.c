@@ -191,11 +191,23 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
     size_t k = 0, n = eq ? (size_t)(eq - spec) : 0;
     while (k < NNAMES && (strlen(names[k].name) != n || strncmp(spec, names[k].name, n)))
         k++;
-    if (!eq || k == NNAMES)
+    if (!eq || k == NNAMES) {
+        /* "did you mean" for a slip of NAME (memroy=8G) */
+        const char *list[NNAMES], *near = NULL;
+        char key[64];
+        for (size_t j = 0; j < NNAMES; j++)
+            list[j] = names[j].name;
+        if (eq && n < sizeof key) {
+            memcpy(key, spec, n);
+            key[n] = 0;
+            near = ts_nearest_name(key, list, NNAMES);
+        }
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                                  "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth, name, "
-                                 "devices, trips, memory or instructions, not '%s'", spec ? spec : ""),
+                                 "devices, trips, memory or instructions, not '%s'%s%s%s",
+                                 spec ? spec : "", near ? "; did you mean " : "", near ? near : "", near ? "?" : ""),
                         &id, d);
+    }
     int64_t x = 0;
     LimitRead r = limit_value(eq + 1, k == MEMORY, names[k].max, &x);
     if (r == LIMIT_TOO_LARGE && k == MEMORY)

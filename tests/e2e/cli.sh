@@ -128,6 +128,8 @@ expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --limit elements=0
 expect_in "$ERR" "--limit elements needs a whole number"
 expect_status 2 "$TESSEL" check "$TESSEL_SRC/examples/mlp.hlo" --limit size=1
 expect_in "$ERR" "--limit takes NAME=VALUE"
+expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --limit memroy=8G
+expect_in "$ERR" "not 'memroy=8G'; did you mean memory?"
 
 # custom-call targets only from the registry: check accepts the syntax (as
 # XLA's parser does), run/compile refuse an unknown target before anything
