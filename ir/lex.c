@@ -320,6 +320,11 @@ void lx_init(Lexer *L, const char *file, const char *text, size_t len, const cha
     L->text = text ? text : "";
     L->len = text ? len : 0;
     L->line = L->col = 1;
+    /* A UTF-8 byte order mark, which Windows editors write at the start
+     * of a text file, is no token: skipped, as C compilers and Python's
+     * utf-8-sig do (it was "expected HloModule..., found '\xef'"). */
+    if (L->len >= 3 && memcmp(L->text, "\xef\xbb\xbf", 3) == 0)
+        L->off = 3;
     L->file = file;
     L->src = src;
     L->arena = arena;

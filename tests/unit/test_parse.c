@@ -345,6 +345,17 @@ static void test_operands_and_comments(void **state)
               "expected ',' or ')' after an operand, found 'y'", 4, 28);
 }
 
+/* A UTF-8 byte order mark at the start is skipped; positions count from
+ * the first character after it, as an editor shows them. */
+static void test_byte_order_mark(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("\xef\xbb\xbfHloModule m\nENTRY e {\n  ROOT x = f32[4] parameter(0)\n}\n");
+    assert_string_equal(m->name, "m");
+    ir_module_free(m);
+    parse_err("\xef\xbb\xbfHloModul m\n", "expected '{' to start computation 'HloModul', found 'm'", 1, 10);
+}
+
 static void test_shapes(void **state)
 {
     (void)state;
@@ -1476,6 +1487,7 @@ int main(void)
         cmocka_unit_test(test_failure_injection),
         cmocka_unit_test(test_did_you_mean),
         cmocka_unit_test(test_diag_control_bytes),
+        cmocka_unit_test(test_byte_order_mark),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
