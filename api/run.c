@@ -427,6 +427,17 @@ static int32_t watch_leaf(const char *name, const IrComputation *e, const IrShap
     return -1;
 }
 
+/* The names --watch takes (the root's, or its tuple operands'), for "did
+ * you mean". */
+static const char *watch_name(void *ctx, int32_t k)
+{
+    const IrComputation *e = ctx;
+    const IrInstr *root = &e->instr[e->root];
+    if (root->op != OP_TUPLE)
+        return k == 0 ? root->name : NULL;
+    return e->instr[root->opnd[k]].name;
+}
+
 IrStatus api_step_hook(const TsRunOptions *o, const IrComputation *e, const IrShape *out_shape, ApiSteps *ctx,
                        RtStepHook *hook, IrDiag *d)
 {
@@ -434,11 +445,16 @@ IrStatus api_step_hook(const TsRunOptions *o, const IrComputation *e, const IrSh
     *ctx = (ApiSteps){.o = o, .leaf = -1};
     if (o->watch) {
         int32_t leaf = watch_leaf(o->watch, e, out_shape);
-        if (leaf < 0)
+        if (leaf < 0) {
+            const IrInstr *root = e && e->root >= 0 ? &e->instr[e->root] : NULL;
+            int32_t count = !root ? 0 : root->op == OP_TUPLE ? root->nopnd : 1;
+            const char *near = ir_nearest(o->watch, strlen(o->watch), count, watch_name, (void *)e);
             return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                             "--watch %s: no output has that name (name an output leaf 0..%d, or the instruction "
-                            "the result or a root tuple operand is)",
-                            o->watch, (int)ir_shape_leaf_count(out_shape) - 1);
+                            "the result or a root tuple operand is)%s%s%s",
+                            o->watch, (int)ir_shape_leaf_count(out_shape) - 1, near ? "; did you mean " : "",
+                            near ? near : "", near ? "?" : "");
+        }
         const IrShape *ls = ir_shape_leaf(out_shape, leaf);
         if (ir_shape_elements(ls) != 1) {
             char *t = ir_shape_str(ls, false);

@@ -63,6 +63,12 @@ static int32_t find_param(const IrComputation *e, const char *item, size_t n)
     return -1;
 }
 
+static const char *param_name(void *ctx, int32_t p)
+{
+    const IrComputation *e = ctx;
+    return e->instr[e->param[p]].name;
+}
+
 static IrStatus parse_wrt(const IrComputation *e, const char *wrt, int32_t *out, int32_t *n, IrDiag *d)
 {
     *n = 0;
@@ -80,9 +86,13 @@ static IrStatus parse_wrt(const IrComputation *e, const char *wrt, int32_t *out,
         char item[256];
         snprintf(item, sizeof item, "%.*s", (int)(len < 255 ? len : 255), s);
         int32_t p = find_param(e, s, len);
-        if (p < 0)
-            return bad(d, "grad: --wrt: '%s' is neither a parameter number nor a parameter name of %s", item,
-                       e->name);
+        if (p < 0) {
+            /* "did you mean" the parameter a slip away (w3 for w2 is not) */
+            const char *near = ir_nearest(item, strlen(item), e->nparam, param_name, (void *)e);
+            return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                            "grad: --wrt: '%s' is neither a parameter number nor a parameter name of %s%s%s%s", item,
+                            e->name, near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+        }
         if (!has_float_leaf(&e->instr[e->param[p]].shape))
             return bad(d, "grad: --wrt: parameter '%s' of %s has no floating value to differentiate", item, e->name);
         for (int32_t k = 0; k < *n; k++)

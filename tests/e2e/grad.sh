@@ -353,6 +353,8 @@ expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --jvp --sgd 0.1
 expect_in "$ERR" "--jvp writes tangents of every output; it takes no --loss, --sgd or --adam"
 expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --wrt nope
 expect_in "$ERR" "'nope' is neither a parameter number nor a parameter name"
+expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --wrt x,w3
+expect_in "$ERR" "'w3' is neither a parameter number nor a parameter name of main; did you mean w1?"
 expect_status 2 "$TESSEL" grad "$M/embedding.hlo" --wrt ids
 expect_in "$ERR" "has no floating value to differentiate"
 sed 's/ROOT l = f64\[\] reduce(q, z), dimensions={0,1}/ROOT l = f64[10] reduce(q, z), dimensions={1}/' \

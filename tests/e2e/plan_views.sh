@@ -280,6 +280,8 @@ grep -q "tessel: step" "$WORK/pty.txt" && fail "a short one-step run printed a p
 # errors of --watch: status 2 before anything runs
 expect_status 2 "$TESSEL" run "$SGD" --random-inputs 1 --watch nosuch
 expect_in "$ERR" "--watch nosuch: no output has that name"
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 1 --watch los
+expect_in "$ERR" "did you mean loss?"
 expect_status 2 "$TESSEL" run "$SGD" --random-inputs 1 --watch w2
 expect_in "$ERR" "a watched output has one element"
 # under mpirun: rank 0 alone prints the lines
