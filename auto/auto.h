@@ -367,6 +367,7 @@ typedef struct AutoGraph {
      * refused for it (the searches then keep the plan they have). */
     int64_t elim_budget, elim_spent;
     bool elim_out;
+    int64_t mem_asked;       /* AutoOptions.mem_asked, for the messages */
 } AutoGraph;
 
 /* Build the graph of m's entry computation (strategies, groups, edges).
@@ -668,6 +669,8 @@ typedef struct AutoOptions {
     int64_t host_cores;      /* cores of a host (0: one per device): more devices share them */
     int64_t mem_limit;       /* bytes per device; 0 none (the clusters' alone: what the host
                                 program holds is the caller's to take off) */
+    int64_t mem_asked;       /* the user's --limit memory where mem_limit is a share of it
+                                (compile/driver.c's later tries), for the messages; 0: the same */
     AutoOnHost on_host;      /* NULL: no instruction runs on the host (compile/driver.c
                                 gives cluster/'s rule where a limit is given) */
     bool donate_auto;        /* --donate auto: every parameter may give its buffer to an update */

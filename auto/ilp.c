@@ -126,6 +126,14 @@ static IrStatus too_big(const AutoGraph *g, const AutoMemRow *r, double limit, I
     }
     if (least <= limit)
         return IR_OK;
+    /* A share of the user's limit is said as one: "the limit 6618
+     * (--limit memory)" where the user gave 14976 read as a wrong number. */
+    if (g->mem_asked > 0 && (double)g->mem_asked != limit)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "no sharding over the mesh fits the memory limit: the smallest estimate is %.0f bytes per "
+                        "device, the limit %.0f (the devices' share of --limit memory=%lld, per device, that a "
+                        "first plan over it left)",
+                        least, limit, (long long)g->mem_asked);
     return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                     "no sharding over the mesh fits the memory limit: the smallest estimate is %.0f bytes per "
                     "device, the limit %.0f (--limit memory, per device)",
@@ -355,9 +363,15 @@ static IrStatus least_rows(const AutoGraph *g, AutoTerm objective, const double 
     if (info)
         info->nodes = search.nodes;
     if (rc == GLP_ENOPFS || ms == GLP_NOFEAS) {
-        st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                      "no sharding over the mesh fits the memory limit of %.0f bytes per device (--limit memory)",
-                      mem_limit);
+        if (g->mem_asked > 0 && (double)g->mem_asked != mem_limit)
+            st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                          "no sharding over the mesh fits the memory limit of %.0f bytes per device (the devices' "
+                          "share of --limit memory=%lld that a first plan over it left)",
+                          mem_limit, (long long)g->mem_asked);
+        else
+            st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                          "no sharding over the mesh fits the memory limit of %.0f bytes per device (--limit memory)",
+                          mem_limit);
         goto done;
     }
     if (search.stopped && ms != GLP_OPT && ms != GLP_FEAS && relaxed && mem_limit <= 0 &&

@@ -300,6 +300,7 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     if (st != IR_OK)
         return st;
     g.elim_budget = AUTO_ELIM_GRAPH_WORK;
+    g.mem_asked = opt->mem_asked;
     int32_t *choice = ts_calloc((size_t)(g.ngroup > 0 ? g.ngroup : 1), sizeof *choice);
     if (!choice)
         st = ir_oom(d, NULL);

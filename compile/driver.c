@@ -809,6 +809,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
                                      (double)(over - host));
         if (ao.mem_limit < 1)
             ao.mem_limit = 1;
+        ao.mem_asked = opt->memory_limit;
         src = again;
     }
 }

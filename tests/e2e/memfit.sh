@@ -561,4 +561,11 @@ expect_status 2 "$TESSEL" compile "$DP3" --auto-shard --mesh 3 --limit memory=50
 expect_in "$ERR" "no sharding over the mesh fits the memory limit: the smallest estimate is"
 expect_in "$ERR" "(the search counts no recomputation); its fastest sharding without the limit, fitted by recomputing values: cluster 0 needs at least"
 [ ! -e "$WORK/dp3none.plan" ] || fail "dp3 --auto-shard at 50000: a plan was written"
+# A limit the first plan misses is searched again at the devices' share of
+# it; a refusal there says so, not "the limit 13564 (--limit memory)" of a
+# user who gave 16659.
+expect_status 2 "$TESSEL" compile "$TESSEL_SRC/tests/e2e/memfit_mlp_odd.hlo" --auto-shard --mesh 4 \
+    --limit memory=16659 -o "$WORK/oddnone.plan"
+expect_in "$ERR" "(the devices' share of --limit memory=16659, per device, that a first plan over it left)"
+[ ! -e "$WORK/oddnone.plan" ] || fail "mlp_odd --auto-shard at 16659: a plan was written"
 echo "memfit: ok"
