@@ -146,8 +146,25 @@ typedef struct Cand {
     int32_t pos;
 } Cand;
 
+/* Answers of one recursive walk (reachable, kept_bytes, cost_at) per
+ * (node, depth) for one query: they depend on nothing else while the
+ * query's copy position stays, and the walks go down every path of a DAG
+ * of operands: without them a 12-layer attention stack's fit (each layer's
+ * input read by q, k, v and the residual) took 206 s on mesh 2x4, the
+ * same paths walked again and again. stamp[] == gen marks an answer of
+ * the current query; stamp NULL (no memory): none kept, each walked. */
+typedef struct Memo {
+    uint32_t *stamp;
+    double *val;
+    int64_t cap; /* entries: nodes x (MAX_CHAIN + 1) */
+    uint32_t gen;
+} Memo;
+
+enum { MEMO_REACH, MEMO_KEPT, MEMO_COST, NMEMO };
+
 typedef struct Remat {
     MfGraph *g;
+    Memo memo[NMEMO];               /* the walks' answers for the current query */
     int32_t cap;                    /* entries of pos, last, next */
     int32_t *pos, *last, *next;     /* next: first use after the peak (-1) */
     int32_t *ins;                   /* copies to insert, in order */
@@ -178,6 +195,49 @@ static bool keepable(const MfGraph *g, int32_t o)
     return ins->shape.type != IR_TUPLE && !mf_refers(ins->op);
 }
 
+/* A new query over nnode nodes: the answers kept so far forgotten. */
+static void memo_begin(Memo *m, int32_t nnode)
+{
+    int64_t need = (int64_t)nnode * (MAX_CHAIN + 1);
+    if (need > m->cap) {
+        need *= 2; /* the copies the fit adds grow the graph: room for as many again */
+        ts_free(m->stamp);
+        ts_free(m->val);
+        m->stamp = ts_calloc((size_t)need, sizeof *m->stamp);
+        m->val = ts_malloc((size_t)need * sizeof *m->val);
+        if (!m->stamp || !m->val) {
+            ts_free(m->stamp);
+            ts_free(m->val);
+            *m = (Memo){0};
+            return;
+        }
+        m->cap = need;
+        m->gen = 0;
+    }
+    if (++m->gen == 0) { /* wrapped: every stamp is stale again */
+        memset(m->stamp, 0, (size_t)m->cap * sizeof *m->stamp);
+        m->gen = 1;
+    }
+}
+
+static bool memo_get(const Memo *m, int32_t o, int depth, double *v)
+{
+    int64_t k = (int64_t)o * (MAX_CHAIN + 1) + depth;
+    if (!m->stamp || depth > MAX_CHAIN || k >= m->cap || m->stamp[k] != m->gen)
+        return false;
+    *v = m->val[k];
+    return true;
+}
+
+static void memo_put(Memo *m, int32_t o, int depth, double v)
+{
+    int64_t k = (int64_t)o * (MAX_CHAIN + 1) + depth;
+    if (m->stamp && depth <= MAX_CHAIN && k < m->cap) {
+        m->stamp[k] = m->gen;
+        m->val[k] = v;
+    }
+}
+
 /* Is o read as it is by a copy placed just before position u (live there,
  * held, or kept alive to it), not recomputed (depth levels so far)? A
  * donated parameter past its last read is kept alive to the copy, even
@@ -204,9 +264,14 @@ static int64_t kept_bytes(const Remat *r, int32_t o, int32_t u, int32_t at, int 
         return 0;
     if (read_as_is(r, o, u, depth))
         return r->last[o] < at ? r->g->node[o].bytes : 0;
+    double v;
+    Memo *m = (Memo *)&r->memo[MEMO_KEPT];
+    if (memo_get(m, o, depth, &v))
+        return (int64_t)v;
     int64_t b = 0;
     for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
         b += kept_bytes(r, r->g->node[o].opnd[j], u, at, depth + 1);
+    memo_put(m, o, depth, (double)b);
     return b;
 }
 
@@ -219,10 +284,15 @@ static bool reachable(const Remat *r, int32_t o, int32_t u, int depth)
         return true;
     if (depth >= MAX_CHAIN || !can_remat(r->g->m, ins, 0, r->g->elements))
         return false;
-    for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
-        if (!reachable(r, r->g->node[o].opnd[j], u, depth + 1))
-            return false;
-    return true;
+    double v;
+    Memo *m = (Memo *)&r->memo[MEMO_REACH];
+    if (memo_get(m, o, depth, &v))
+        return v != 0;
+    bool ok = true;
+    for (int32_t j = 0; ok && j < r->g->node[o].nopnd; j++)
+        ok = reachable(r, r->g->node[o].opnd[j], u, depth + 1);
+    memo_put(m, o, depth, ok);
+    return ok;
 }
 
 /* FLOPs + elements of recomputing o before u (0 when o is read as is). */
@@ -231,10 +301,15 @@ static double cost_at(const Remat *r, int32_t o, int32_t u, int depth)
     const IrInstr *ins = src_of(r->g, o);
     if (depth > 0 && read_as_is(r, o, u, depth))
         return 0;
+    double v;
+    Memo *m = (Memo *)&r->memo[MEMO_COST];
+    if (memo_get(m, o, depth, &v))
+        return v;
     int64_t e = ir_shape_elements(&ins->shape);
     double c = (double)mf_flops(r->g->m, r->g->c, ins) + (double)(e > 0 ? e : 0);
     for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
         c += cost_at(r, r->g->node[o].opnd[j], u, depth + 1);
+    memo_put(m, o, depth, c);
     return c;
 }
 
@@ -378,6 +453,8 @@ static int32_t candidates(Remat *r, int32_t at, Cand **out)
             !can_remat(g->m, src_of(g, v), 0, g->elements))
             continue;
         int32_t u = r->next[v];
+        for (int q = 0; q < NMEMO; q++)
+            memo_begin(&r->memo[q], g->nnode); /* a new copy position u */
         int64_t saved = g->node[v].bytes;
         bool ok = true;
         for (int32_t j = 0; ok && j < g->node[v].nopnd; j++) {
@@ -459,5 +536,9 @@ bool mf_remat(MfGraph *g, MfFits fits, void *ctx)
     ts_free(r.undo_node);
     ts_free(r.undo_opnd);
     ts_free(r.seq0);
+    for (int q = 0; q < NMEMO; q++) {
+        ts_free(r.memo[q].stamp);
+        ts_free(r.memo[q].val);
+    }
     return ok;
 }
