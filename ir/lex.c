@@ -499,6 +499,13 @@ const char *lx_describe(const Lexer *L, char *buf, size_t n)
         break;
     }
     size_t len = L->tok.end - L->tok.start;
+    /* A token of one byte that starts a UTF-8 character (a name with an
+     * 'é') is shown as the whole character: its lead byte alone printed
+     * as a replacement mark, '\xef\xbf\xbd' on a terminal. */
+    if (len == 1 && (unsigned char)L->text[L->tok.start] >= 0xc0)
+        while (len < 4 && L->tok.start + len < L->len && ((unsigned char)L->text[L->tok.start + len] & 0xc0) == 0x80)
+            len++;
+    size_t whole = len;
     bool pct = L->tok.kind == LX_NAME && L->tok.start > 0 && L->text[L->tok.start - 1] == '%';
     size_t max = n > 8 ? n - 8 : 1;
     if (len > max)
@@ -512,7 +519,7 @@ const char *lx_describe(const Lexer *L, char *buf, size_t n)
         unsigned char ch = (unsigned char)L->text[L->tok.start + i];
         buf[k++] = (ch < 32 || ch == 127) ? '?' : (char)ch;
     }
-    if (len < L->tok.end - L->tok.start) {
+    if (len < whole) {
         buf[k++] = '.';
         buf[k++] = '.';
         buf[k++] = '.';

@@ -346,7 +346,8 @@ static void test_operands_and_comments(void **state)
 }
 
 /* A UTF-8 byte order mark at the start is skipped; positions count from
- * the first character after it, as an editor shows them. */
+ * the first character after it, as an editor shows them. A non-ASCII
+ * character where a name goes is quoted whole. */
 static void test_byte_order_mark(void **state)
 {
     (void)state;
@@ -354,6 +355,8 @@ static void test_byte_order_mark(void **state)
     assert_string_equal(m->name, "m");
     ir_module_free(m);
     parse_err("\xef\xbb\xbfHloModul m\n", "expected '{' to start computation 'HloModul', found 'm'", 1, 10);
+    /* a character outside names is quoted whole, not its first byte */
+    parse_err("HloModule m\nENTRY e {\n  x\xc3\xa9 = f32[4] parameter(0)\n}\n", "found '\xc3\xa9'", 3, 4);
 }
 
 static void test_shapes(void **state)
