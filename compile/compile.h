@@ -23,6 +23,8 @@
  *                      fused group, so its wider operand may die early
  *   memfit_merge.c     instructions computing the same value merged (CSE)
  *                      before a fit that failed searches again
+ *   memfit_ckpt.c      the dots checkpoint: the copies `tessel grad --remat
+ *                      dots` would make, the last start of a failed fit
  *
  * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),

@@ -14,7 +14,9 @@
  * When nothing fits, the search is made again with the instructions that
  * compute the same value merged (memfit_merge.c) and a recomputable
  * call's tuple elements recomputed, then with masks kept apart
- * (memfit_mask.c).
+ * (memfit_mask.c), then from the dots checkpoint (memfit_ckpt.c: the
+ * copies `tessel grad --remat dots` would make, all at once, where the
+ * remat step's one at a time pay only together).
  *
  * Example: y = exp(x) used at once and again at the end, with a large
  * temporary between: y's copy runs just before the late use, y itself
@@ -579,7 +581,7 @@ static int estimate_fits(void *ctx, const MfGraph *g, int64_t *peak_out, int32_t
  * search apart, and either may come lower), then recomputed until it
  * fits; v->last receives its estimate. false
  * when out of memory. IR_EINPUT of the order goes to d (*st). */
-static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, bool elements, Verdict *v,
+static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, bool elements, bool ckpt, Verdict *v,
                     IrStatus *st, IrDiag *d)
 {
     *st = graph_build(g, spmd, ir_entry(spmd), d);
@@ -589,7 +591,8 @@ static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, boo
     g->elements = elements;
     int64_t peak;
     int32_t at;
-    bool ordered = mf_schedule(g, variant % MF_SCHEDULES) && (!masks || mf_hoist_masks(g));
+    bool ordered = (!ckpt || mf_checkpoint_dots(g)) && mf_schedule(g, variant % MF_SCHEDULES) &&
+                   (!masks || mf_hoist_masks(g));
     int fits = ordered ? estimate_fits(v, g, &peak, &at) : -1;
     if (fits == 0 && (!mf_remat(g, estimate_fits, v) || !mf_sink_writers(g, estimate_fits, v) ||
                       (fits = estimate_fits(v, g, &peak, &at)) < 0))
@@ -618,19 +621,23 @@ static int64_t graph_flops(const MfGraph *g)
  * estimate came lowest. Into *best (its arena the caller's) and
  * *best_peak. false when out of memory; an IR_EINPUT of the order into
  * *st and d. */
-static bool search(IrModule *m, bool masks, bool elements, Verdict *v, MfGraph *best, int64_t *best_peak,
+static bool search(IrModule *m, bool masks, bool elements, bool ckpt, Verdict *v, MfGraph *best, int64_t *best_peak,
                    IrStatus *st, IrDiag *d)
 {
     bool ok = true;
     int64_t best_flops = -1;
     /* The orders of the fused-group model first: where one of them fits,
      * the others (without that model) are not tried (they cost as much
-     * again and came no cheaper in the cases measured). */
+     * again and came no cheaper in the cases measured); from the dots
+     * checkpoint (a last try, after every other has failed) those alone:
+     * it adds a third to the time of a refusal, not two thirds, and the
+     * steps it fits fit with them. */
     for (int32_t variant = 0;
-         ok && variant < 2 * MF_SCHEDULES && best_flops != 0 && !(variant == MF_SCHEDULES && best_flops > 0);
+         ok && variant < (ckpt ? 1 : 2) * MF_SCHEDULES && best_flops != 0 &&
+         !(variant == MF_SCHEDULES && best_flops > 0);
          variant++) {
         MfGraph g;
-        ok = attempt(&g, m, variant, masks, elements, v, st, d);
+        ok = attempt(&g, m, variant, masks, elements, ckpt, v, st, d);
         bool keep = false;
         int64_t flops = -1;
         if (ok && *st == IR_OK) {
@@ -680,7 +687,7 @@ static bool search_changed(IrModule *spmd, int32_t (*change)(IrModule *, IrCompu
             ok = (fb.bound_v[k].name = ir_strdup(spmd->arena, fb.bound_v[k].name)) != NULL;
     }
     if (ok && (nchange > 0 || elements))
-        ok = search(alt, change == mf_keep_masks, elements, &va, &best_alt, &alt_peak, st, d);
+        ok = search(alt, change == mf_keep_masks, elements, false, &va, &best_alt, &alt_peak, st, d);
     bool adopt = ok && *st == IR_OK && alt_peak >= 0 && alt_peak < *best_peak;
     if (adopt) {
         ok = change(spmd, ir_entry(spmd)) == nchange;
@@ -717,14 +724,17 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
     int64_t best_peak = -1;
     Verdict v = {.spmd = spmd, .limit = limit, .least = -1, .last = -1};
     IrStatus st = IR_OK;
-    bool ok = search(spmd, false, false, &v, &best, &best_peak, &st, d);
+    bool ok = search(spmd, false, false, false, &v, &best, &best_peak, &st, d);
     /* again with identical instructions merged and the elements of a
      * recomputable call's tuple recomputed, then with the masks kept apart
-     * (each on the program the last kept) */
+     * (each on the program the last kept), then from the dots checkpoint
+     * of that program */
     if (ok && st == IR_OK && best_peak > limit)
         ok = search_changed(spmd, mf_merge_same, true, fit, &v, &best, &best_peak, &st, d);
     if (ok && st == IR_OK && best_peak > limit)
         ok = search_changed(spmd, mf_keep_masks, false, NULL, &v, &best, &best_peak, &st, d);
+    if (ok && st == IR_OK && best_peak > limit)
+        ok = search(spmd, false, false, true, &v, &best, &best_peak, &st, d);
     if (st != IR_OK && st != IR_ENOMEM) {
         ir_arena_free(best.arena);
         return st;

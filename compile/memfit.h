@@ -86,6 +86,17 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
  * of memory. */
 bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit);
 
+/* ---- memfit_ckpt.c ---- */
+
+/* The dots checkpoint of g in its given order: each value made at or
+ * before the model's peak and read after it, but dots, convolutions,
+ * parameters, constants, referring instructions and what may not run
+ * twice, gets one copy (from copies of its own such operands), which
+ * every reader after the peak but the root reads, placed just before
+ * the first of them (as `tessel grad --remat dots` writes a step).
+ * false when out of memory (g then unusable). */
+bool mf_checkpoint_dots(MfGraph *g);
+
 /* ---- memfit_mask.c ---- */
 
 /* The attribute of a copy memfit_mask.c adds: the name of what it reads. */
