@@ -23,10 +23,10 @@ REFUSED and every STRIDE-th module of each corpus):
 Prints a line per failure and a summary; exits 1 on a failure.
 
 --stride K: every K-th module of each corpus instead of every STRIDE-th
-(the asan build's 32: a subset of the release build's sample, the listed
-modules still all).
+(the asan build's 48: a subset of the release build's sample, the listed
+modules still all); --offset J: from the J-th (default 0).
 
-usage: conformance_partition.py TESSEL SHARED WORKDIR [--all] [--stride K]
+usage: conformance_partition.py TESSEL SHARED WORKDIR [--all] [--stride K [--offset J]]
 """
 import glob
 import os
@@ -105,13 +105,14 @@ def main():
     tessel, shared, work = sys.argv[1:4]
     everything = "--all" in sys.argv[4:]
     stride = int(sys.argv[sys.argv.index("--stride") + 1]) if "--stride" in sys.argv[4:] else STRIDE
+    offset = int(sys.argv[sys.argv.index("--offset") + 1]) if "--offset" in sys.argv[4:] else 0
     os.makedirs(work, exist_ok=True)
     wanted = {m for m, _ in REFUSED} | {m for m, _ in MUST_EQUAL}
     files = []
     for corpus in ("xla_wild", "xla_spmd"):
         mods = sorted(glob.glob(os.path.join(shared, "conformance", corpus, "modules", "*.hlo")))
         files += [f for k, f in enumerate(mods)
-                  if everything or k % stride == 0 or os.path.basename(f)[:-4] in wanted]
+                  if everything or k % stride == offset or os.path.basename(f)[:-4] in wanted]
     failures, checked, oracles, refused, equal = [], 0, 0, 0, set()
     for f in files:
         b = os.path.basename(f)[:-4]
