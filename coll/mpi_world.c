@@ -238,7 +238,8 @@ IrStatus coll_mpi_end(CollMpi *t, IrDiag *d)
     ts_free(t);
     /* A rank that could not free its communicator does not finalize: it
      * exits, and mpirun ends the ranks that wait in MPI_Finalize for it
-     * (so rank 0 never writes the outputs of a run that failed). */
+     * (so rank 0 does not write the outputs of a run that failed; Open
+     * MPI's finalize has once let rank 0 through first: RELIABILITY.md). */
     if (owns && freed) {
         /* MPI_Finalize waits for every rank, after the heartbeat stopped:
          * a rank lost cmpi_now must not hold the others forever. */
