@@ -17,6 +17,10 @@
  *                      SHA-256 of the manifest itself (the JSON without
  *                      that key, compact with sorted keys)
  *
+ * The temporaries are on the disk before the renames (syncfs) and the
+ * renames after them (DIR fsync()ed), so a crash of the machine (not only
+ * of tessel) leaves whole files under the names.
+ *
  * Then what an earlier run left and this one did not rewrite is removed:
  * the files the earlier manifest lists (unchanged) and temporaries of
  * runs that died. Other files in DIR are never touched, also those under
@@ -444,6 +448,20 @@ static char *manifest_text(const TsOutputs *o, const Set *s)
     return r;
 }
 
+/* syncfs() of the file system holding dir: every file written there is
+ * on the disk (the set's temporaries, at once). */
+static bool sync_fs(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = syncfs(fd) == 0;
+    int err = errno;
+    close(fd);
+    errno = err;
+    return ok;
+}
+
 /* Write the manifest text to a temporary; *tmp its path. */
 static IrStatus write_manifest(const char *dir, const char *text, char **tmp, IrDiag *d)
 {
@@ -692,6 +710,15 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
     if (st == IR_OK)
         st = write_manifest(od->dir, mtext, &mtmp, &id);
     ts_free(mtext);
+    /* Every temporary on the disk before the renames make them the
+     * outputs: a machine that crashes after them keeps whole files under
+     * the names, not empty ones the page cache never wrote out. One
+     * syncfs() for the set: an fsync() each commits the file system's
+     * journal each time (5.6 ms a file on this project's machines: 0.4 s
+     * for 64 outputs; 65,536 outputs are 4.5 s of writing out either way) */
+    if (st == IR_OK && !sync_fs(od->dir))
+        st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0}, "cannot sync the outputs to the disk: %s",
+                      strerror(errno));
     /* Every file is complete: rename them, the manifest last. */
     for (int32_t i = 0; st == IR_OK && i < s.n; i++) {
         char *fin = join(od->dir, s.e[i].name);
@@ -710,6 +737,10 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
         st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0}, "cannot rename %s: %s", MANIFEST,
                       strerror(mfin ? errno : ENOMEM));
     ts_free(mfin);
+    /* The renames on the disk too, before the run says it is done. */
+    if (st == IR_OK && !api_sync_dir(od->dir))
+        st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0}, "cannot sync the output directory: %s",
+                      strerror(errno));
     if (st == IR_OK) {
         remove_stale(o, od->dir, &s, earlier);
     } else if (s.e) {

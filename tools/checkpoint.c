@@ -60,12 +60,26 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* fsync the directory dir (its entries); false with errno set. */
+static bool sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = fsync(fd) == 0;
+    int err = errno;
+    close(fd);
+    errno = err;
+    return ok;
+}
 
 static int ckpt_error(const char *fmt, const char *a, const char *b)
 {
@@ -741,6 +755,15 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
     if (st == TS_OK && rename(tmp, final) != 0) {
         fprintf(stderr, "tessel: error: checkpoint %s: %s\n", final, strerror(errno));
         st = TS_ERUNTIME;
+    }
+    /* Its files were synced before their renames (ts_outputs_write,
+     * ts_write_text); the step's own rename goes to the disk before the
+     * run goes on, so a checkpoint said written survives a crash of the
+     * machine. (Renamed already: a failure here leaves it for a resume to
+     * verify.) */
+    if (st == TS_OK && !sync_dir(c->dir)) {
+        fprintf(stderr, "tessel: error: checkpoint %s: cannot sync %s: %s\n", final, c->dir, strerror(errno));
+        return CLI_FAIL;
     }
     if (st != TS_OK) {
         /* Nothing half-written stays: the temporary directory goes. */

@@ -794,6 +794,15 @@ def _refuse_written_step(ckdir, done, steps, every):
     raise Error(Status.EINPUT, what)
 
 
+def _sync_dir(path):
+    """fsync the directory `path`: the renames into it are on the disk."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_checkpoint(out, ckdir, step, steps, digest, aliases, taken_with):
     """DIR/step-S from a run's outputs, written into a fresh temporary
     directory renamed when complete (a killed run leaves whole
@@ -806,7 +815,12 @@ def _write_checkpoint(out, ckdir, step, steps, digest, aliases, taken_with):
         _call(_lib.ts_outputs_verify, os.fsencode(tmp), osha)
         with open(os.path.join(tmp, "checkpoint.json"), "w") as f:
             f.write(_checkpoint_text(step, steps, digest, osha.value.decode(), aliases, taken_with))
+            # on the disk before the renames, as ts_outputs_write's files
+            f.flush()
+            os.fsync(f.fileno())
+        _sync_dir(tmp)
         os.rename(tmp, final)
+        _sync_dir(ckdir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -35,6 +35,8 @@
 #     the run computes (it is locked at the start): status 1 naming it,
 #     the user's output_0.npy in the new one kept; removed: status 1, not
 #     made again (the outputs went into whatever was at the path before).
+# 13. Every file renamed into place (outputs, manifest, checkpoint.json,
+#     a plan) was synced before, its directory after (strace).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -277,3 +279,60 @@ for how in replace remove; do
     [ "$(ls -A "$D12.moved")" = .tessel.lock ] || fail "the moved directory was written: $(ls -A "$D12.moved")"
 done
 echo "hostile_files: an output directory replaced or removed mid-run is not written into"
+
+# ---- 13. what a run writes is on the disk before it is renamed ----
+# strace -y names each fsync's file: every temporary renamed into place
+# (the outputs, the manifest, a checkpoint's checkpoint.json, a plan) was
+# on the disk before its rename (its fsync, or a syncfs after it was
+# made), and the directory after it (the step directory's too), so a
+# crash of the machine leaves whole files under the names (on main
+# nothing was synced: an empty output_0.npy could follow a crash).
+if command -v strace >/dev/null 2>&1 && strace -f -o /dev/null true 2>/dev/null; then
+    R=$(realpath "$WORK") # strace -y prints resolved paths
+    traced() { strace -f -y -e trace=openat,fsync,syncfs,rename,renameat,renameat2 -o "$WORK/trace" "$@" \
+        >/dev/null 2>&1 || fail "the traced $* failed"; }
+    synced_before_renames() { # each file renamed into place synced after it was made (fsync, or a syncfs), its directory after
+        "$PY" - "$WORK/trace" <<'PY' || fail "a file was renamed into place before it was on the disk: $(cat "$WORK/trace")"
+import re, sys
+made, synced, pending, renames = {}, set(), set(), 0
+for n, line in enumerate(open(sys.argv[1])):
+    line = line.strip()
+    # (a call another thread interrupts is split into "<unfinished ...>"
+    # and "<... resumed>" lines: its arguments are on the first)
+    m = re.search(r'\bopenat\(AT_FDCWD[^,]*, "([^"]*)", [^)]*O_CREAT', line)
+    if m:
+        made[m.group(1)] = n
+        synced.discard(m.group(1))
+        continue
+    m = re.search(r'\b(fsync|syncfs)\(\d+<([^>]*)>', line)
+    if m:
+        if m.group(1) == "syncfs":  # the whole file system: every file made so far
+            synced.update(made)
+        else:
+            synced.add(m.group(2))
+            pending.discard(m.group(2))
+        continue
+    m = re.search(r'\brename(?:at2?)?\((?:AT_FDCWD[^,]*, )?"([^"]*)", (?:AT_FDCWD[^,]*, )?"([^"]*)"', line)
+    if m:
+        src, dst = m.groups()
+        # a file must be synced; a directory renamed whole (a checkpoint), the files made in it
+        inside = [f for f in made if f.startswith(src + "/")]
+        if src not in synced and not (inside and all(f in synced for f in inside)):
+            sys.exit("renamed before it was synced: %s" % src)
+        pending.add(dst.rsplit("/", 1)[0])
+        renames += 1
+if pending or renames == 0:
+    sys.exit("directories not synced after their renames: %s (%d renames)" % (sorted(pending), renames))
+PY
+    }
+    traced "$TESSEL" run "$SGD" --random-inputs 3 --steps 4 --checkpoint-every 2 --checkpoint-dir "$R/ck14" \
+        --output-dir "$R/o14"
+    synced_before_renames
+    grep -q "rename.*\"$R/ck14/\.step-4\.[^\"]*\", .*\"$R/ck14/step-4\"" "$WORK/trace" ||
+        fail "no step-4 rename traced: $(cat "$WORK/trace")"
+    traced "$TESSEL" compile "$M" -o "$R/m.plan"
+    synced_before_renames
+    echo "hostile_files: outputs, manifests, checkpoints and plans are on the disk before their renames, directories after"
+else
+    echo "hostile_files: part 13 skipped (no strace that can trace here)"
+fi
