@@ -34,12 +34,14 @@
  *                          rank's part is its own); the first eight
  *                          a field each (a difference names the
  *                          parameter), the count and the rest one more
- *   steps, statistics, process-local outputs, the output device, the
- *   watched output, the limits (trips, memory): the options that change
- *   what runs or which collectives are made
+ *   steps, the f32 GEMM library asked for (--sgemm), statistics,
+ *   process-local outputs, the output device, the watched output, the
+ *   limits (trips, memory): the options that change what runs, its
+ *   results' bits or which collectives are made
  *   the caller's own       TsRunOptions.agree, e.g. the command line's
  *                          --output-dir and checkpoint options
- * The tuning is not compared: coll_mpi_tune made it rank 0's on every rank.
+ * The tuning is not compared (but the f32 GEMM library, above):
+ * coll_mpi_tune made it rank 0's on every rank.
  *
  * ts_input_sha256 gives one input's value digest whatever its source (a
  * checkpoint records the inputs it was taken with by it: a resume may give
@@ -499,6 +501,13 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d
     add_inputs(&fs, p, o, names);
     add_text(&fs, "optimizer state (zero_state)", "%s", o->zero_state ? "zeros" : "bound like any input");
     add_text(&fs, "steps", "%lld", (long long)(o->steps > 0 ? o->steps : 1));
+    /* The library of the f32 dots as asked: each gives its own last bits on
+     * a large dot (amx-bf16x3 not f32's at all), so ranks asking for
+     * different ones would join shards of different computations. */
+    static const char *const sgemm[] = {"probe", "openblas", "blis", "onednn", "amx-bf16x3", "avx512"};
+    int32_t lib = o->tuning.sgemm;
+    add_text(&fs, "f32 GEMM library (--sgemm, TESSEL_SGEMM)", "%s",
+             lib >= 0 && lib < (int32_t)(sizeof sgemm / sizeof sgemm[0]) ? sgemm[lib] : "unknown");
     /* ops: every rank's tables are gathered after the run (run_mpi.c),
      * so a rank with them and one without would not meet there. */
     add_text(&fs, "statistics (stats)", "%s", !o->stats ? "off" : o->stats_ops > 0 ? "ops" : "on");
