@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,25 @@ static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
     return st;
 }
 
+/* Could DIR, missing (stat's errno err), be made when the outputs come?
+ * Its parent must be a directory this process may write into: a path
+ * that cannot be made (its parent missing, a file or read-only; a loop of
+ * links) is the run's error before it runs, not after all its steps
+ * (where lock_dir would say the same). */
+static TsStatus can_make(const char *dir, int err, TsDiag *d)
+{
+    if (err != ENOENT)
+        return fail_errno(IR_ERUNTIME, dir, "cannot use the output directory", err, d);
+    char parent[PATH_MAX];
+    struct stat sb;
+    err = !api_parent(dir, parent, sizeof parent) ? errno
+          : stat(parent, &sb) != 0              ? errno
+          : !S_ISDIR(sb.st_mode)                ? ENOTDIR
+          : access(parent, W_OK | X_OK) != 0    ? errno
+                                                : 0;
+    return err ? fail_errno(IR_ERUNTIME, dir, "cannot create the output directory", err, d) : TS_OK;
+}
+
 /* ts_output_dir_open (make: false) and ts_output_dir_make (true). */
 static TsStatus open_dir(const char *dir, bool make, TsOutputDir **out, TsDiag *d)
 {
@@ -154,7 +174,7 @@ static TsStatus open_dir(const char *dir, bool make, TsOutputDir **out, TsDiag *
      * that fails (or is killed) before leaves no directory behind, and a
      * run that made it in the meantime holds its lock or has finished. */
     struct stat sb;
-    TsStatus st = make || stat(dir, &sb) == 0 ? lock_dir(od, d) : TS_OK;
+    TsStatus st = make || stat(dir, &sb) == 0 ? lock_dir(od, d) : can_make(dir, errno, d);
     if (st != TS_OK) {
         ts_output_dir_close(od);
         return st;

@@ -712,7 +712,9 @@ TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes
  * with the first one's; the lock goes with the process. An existing DIR
  * is locked here: hold it from before the run to after the write. A
  * missing DIR is made and locked by ts_outputs_write_to (a run that fails
- * before leaves no directory). */
+ * before leaves no directory); here it is only checked that it can be
+ * made (its parent a directory this process may write into, TS_ERUNTIME
+ * otherwise), so that a run fails before its work, not after it. */
 typedef struct TsOutputDir TsOutputDir;
 TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d);
 /* ts_output_dir_open, but a missing DIR is made and locked now (a

@@ -562,10 +562,16 @@ static int refuse_written_step(const CliCkpt *c)
  * by the first checkpoint), then refuse the steps it already holds. */
 static int hold_dir(CliCkpt *c)
 {
-    struct stat sb;
-    if (!c->in_output_dir && stat(c->dir, &sb) == 0) {
+    if (!c->in_output_dir) {
+        /* A missing one is only checked here (ts_output_dir_open: its
+         * parent must let it be made), so a path that cannot be made
+         * fails before the first chunk of steps, not after it. */
+        struct stat sb;
+        bool exists = stat(c->dir, &sb) == 0;
+        TsOutputDir *check = NULL;
         TsDiag d = {0};
-        TsStatus st = ts_output_dir_open(c->dir, &c->held, &d);
+        TsStatus st = ts_output_dir_open(c->dir, exists ? &c->held : &check, &d);
+        ts_output_dir_close(check);
         if (st != TS_OK)
             return cli_report(st, &d);
     }

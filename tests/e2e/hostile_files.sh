@@ -5,7 +5,9 @@
 # nothing is written by a refused run.
 #  1. output_0.npy and outputs.json planted as symlinks to a user's file:
 #     the link is replaced, the file it points to is untouched.
-#  2. --output-dir naming a regular file: status 2, "not a directory".
+#  2. --output-dir naming a regular file: status 2, "not a directory";
+#     one that cannot be made (under a file, a missing parent, a loop of
+#     links), or such a --checkpoint-dir: status 1 before the run.
 #  3. A user's file named output_0.npy in the output directory, read by
 #     the run as its --input: status 2 naming it, the file unchanged, no
 #     manifest (the run replaced it with its output before).
@@ -50,6 +52,7 @@ ENTRY main {
 HLO
 npy_write "$WORK/a.npy" '<f4' 4 0 1 2 3
 run2() { expect_status "$1" "$TESSEL" run "${@:2}"; }
+SGD0="$TESSEL_SRC/tests/e2e/sgd_step.hlo"
 
 # ---- 1. planted symlinks ----
 echo "victim" >"$WORK/victim.txt"
@@ -69,6 +72,22 @@ echo "hostile_files: planted symlinks are replaced, their targets untouched"
 run2 2 "$M" --num-partitions 2 --input 0="$WORK/a.npy" --output-dir "$WORK/victim.txt"
 expect_in "$ERR" "tessel: $WORK/victim.txt: error: not a directory"
 [ "$(cat "$WORK/victim.txt")" = victim ] || fail "--output-dir FILE changed the file"
+# A directory that cannot be made (under a file, a missing parent, a loop
+# of links) fails before the run, not after all its steps: a loop that
+# never ends is refused at once (on main it ran until the timeout, and a
+# 20,000-step run failed after its steps); --checkpoint-dir likewise.
+FOREVER="$TESSEL_SRC/tests/e2e/bounds/forever.hlo"
+ln -s loop2 "$WORK/loop1" && ln -s loop1 "$WORK/loop2"
+for bad in "$WORK/victim.txt/sub" "$WORK/none/sub" "$WORK/loop1" "$WORK/loop1/sub"; do
+    expect_status 1 timeout 20 "$TESSEL" run "$FOREVER" --random-inputs 1 --output-dir "$bad"
+    expect_in "$ERR" "tessel: $bad: error: cannot"
+    expect_in "$ERR" "the output directory: "
+done
+expect_in "$ERR" "Too many levels of symbolic links"
+expect_status 1 timeout 20 "$TESSEL" run "$SGD0" --random-inputs 3 --steps 4 --checkpoint-every 2 \
+    --checkpoint-dir "$WORK/none/ck"
+expect_in "$ERR" "tessel: $WORK/none/ck: error: cannot create the output directory: No such file or directory"
+[ ! -e "$WORK/none" ] || fail "a refused --checkpoint-dir was made"
 
 # ---- 3. the input is a user's file under an output's name ----
 mkdir "$WORK/o3"
