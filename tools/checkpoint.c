@@ -558,8 +558,63 @@ static int refuse_written_step(const CliCkpt *c)
     return ckpt_error("%s%s", what, "");
 }
 
+/* Is name a checkpoint's temporary directory (cli_ckpt_write's mkdtemp:
+ * ".step-<S>.XXXXXX"; Python's tempfile.mkdtemp gives 8 characters)? */
+static bool temp_step_name(const char *name)
+{
+    if (strncmp(name, ".step-", 6))
+        return false;
+    const char *dot = strchr(name + 6, '.');
+    if (!dot || dot == name + 6 || (size_t)(dot - name - 6) != strspn(name + 6, "0123456789"))
+        return false;
+    const char *x = dot + 1;
+    size_t n = strlen(x);
+    return n >= 6 && n <= 8 && strspn(x, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == n;
+}
+
+/* Is name a file cli_ckpt_write puts in a checkpoint (its outputs and
+ * saves, the manifests, the lock and the temporaries of each)? */
+static bool step_file_name(const char *name)
+{
+    size_t n = strlen(name);
+    return !strcmp(name, "checkpoint.json") || !strcmp(name, "outputs.json") || !strcmp(name, ".tessel.lock") ||
+           !strncmp(name, ".tessel-tmp-", 12) || !strncmp(name, "checkpoint.json.tmp.", 20) ||
+           (n > 4 && !strcmp(name + n - 4, ".npy") && name[0] != '.');
+}
+
+/* The temporaries of checkpoints a killed run was writing (.step-S.XXXXXX
+ * in dir, which this process now holds, so no run is writing them): their
+ * files removed, then the directory; one holding anything else is left
+ * (rmdir fails), so nothing tessel did not write goes. */
+static void remove_stale_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!temp_step_name(e->d_name))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *t = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!t) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        struct stat sb;
+        for (struct dirent *f; (f = readdir(t));)
+            if (step_file_name(f->d_name) && fstatat(fd, f->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISREG(sb.st_mode))
+                unlinkat(fd, f->d_name, 0);
+        closedir(t);
+        unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
 /* Hold c->dir for the writer, if it exists (a missing one is made and held
- * by the first checkpoint), then refuse the steps it already holds. */
+ * by the first checkpoint), clear the temporaries of runs killed while
+ * they wrote a checkpoint there, then refuse the steps it already holds. */
 static int hold_dir(CliCkpt *c)
 {
     if (!c->in_output_dir) {
@@ -575,6 +630,8 @@ static int hold_dir(CliCkpt *c)
         if (st != TS_OK)
             return cli_report(st, &d);
     }
+    if (c->held) /* (an --output-dir is held by cmd_run.c, under mpirun only later) */
+        remove_stale_temps(c->dir);
     return refuse_written_step(c);
 }
 

@@ -757,6 +757,7 @@ class _HeldDir:
         self.path, self.handle = path, None
         if os.path.exists(path):
             self._take(_lib.ts_output_dir_open)
+            _remove_stale_temps(path)
 
     def _take(self, fn):
         h = ctypes.c_void_p()
@@ -774,7 +775,32 @@ class _HeldDir:
             self.handle = None
 
 
-def _refuse_written_step(ckdir, done, steps, every):
+_STEP_FILE = re.compile(r"checkpoint\.json|outputs\.json|\.tessel\.lock|\.tessel-tmp-.*|checkpoint\.json\.tmp\..*|"
+                        r"[^.].*\.npy")
+
+
+def _remove_stale_temps(ckdir):
+    """The temporaries of checkpoints a killed run was writing
+    (.step-S.XXXXXX, the command line's or ours) in ckdir, which this
+    process holds: their files that a checkpoint holds, then the directory
+    (one holding anything else stays; tools/checkpoint.c alike)."""
+    for name in os.listdir(ckdir):
+        if not re.fullmatch(r"\.step-[0-9]+\.[A-Za-z0-9_]{6,8}", name):
+            continue
+        t = os.path.join(ckdir, name)
+        if os.path.islink(t) or not os.path.isdir(t):
+            continue
+        for f in os.listdir(t):
+            p = os.path.join(t, f)
+            if _STEP_FILE.fullmatch(f) and os.path.isfile(p) and not os.path.islink(p):
+                os.unlink(p)
+        try:
+            os.rmdir(t)
+        except OSError:
+            pass
+
+
+def _refuse_written_step(ckdir, done, steps, every, final=0):
     """A step-S in ckdir that this run would write again (tools/checkpoint.c
     refuse_written_step): refused before the first step."""
     try:

@@ -26,7 +26,8 @@
 #     failed after a chunk, "Directory not empty", status 1), a resume
 #     meeting a step it passed over likewise; a directory another process
 #     holds (.tessel.lock) is refused at once; the output directory may be
-#     the checkpoint directory.
+#     the checkpoint directory. A killed run's temporary .step-S.XXXXXX is
+#     cleared by the next run that writes checkpoints there.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -259,3 +260,16 @@ expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 4 --checkpoint-ev
     --output-dir "$WORK/both"
 [ -d "$WORK/both/step-4" ] && [ -f "$WORK/both/outputs.json" ] || fail "outputs and checkpoints in one directory: $(ls -A "$WORK/both")"
 echo "hostile_state: a checkpoint directory is one run's: steps it would write again and a held directory are refused before the first step"
+# A checkpoint's temporary that a killed run left (.step-S.XXXXXX) goes
+# when the next writer holds the directory (each killed run left one
+# before); one holding a file tessel does not write there stays.
+C7="$WORK/ck7"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 2 --checkpoint-every 2 --checkpoint-dir "$C7"
+mkdir "$C7/.step-4.Ab3dEf" "$C7/.step-4.zzzzzz" "$C7/.step-4.half"
+cp "$C7/step-2/"* "$C7/.step-4.Ab3dEf/" && : >"$C7/.step-4.Ab3dEf/.tessel-tmp-0123456789abcdef"
+echo mine >"$C7/.step-4.zzzzzz/notes.txt"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 4 --checkpoint-every 2 --resume "$C7"
+[ "$(cd "$C7" && ls -d .step-*)" = "$(printf '.step-4.half\n.step-4.zzzzzz')" ] ||
+    fail "temporaries after the next writer: $(ls -A "$C7")"
+expect_in "$C7/.step-4.zzzzzz/notes.txt" mine
+echo "hostile_state: a killed run's checkpoint temporary is cleared by the next writer, a user's file kept"
