@@ -380,8 +380,28 @@ static int same_inputs(const CliCkpt *c, const char *taken)
     return CLI_USAGE;
 }
 
+/* The newest checkpoint found so far: its step, directory and record. */
+typedef struct Found {
+    int64_t step;
+    char name[300];
+    char *taken;
+} Found;
+
+static void found_take(Found *f, int64_t s, const char *name, char **t)
+{
+    free(f->taken);
+    f->step = s;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->taken = *t;
+    *t = NULL;
+}
+
 /* The last complete checkpoint of this program in dir (c->done, c->last)
- * that verifies; those that do not are named in a warning. */
+ * that verifies; those that do not are named in a warning. One at the
+ * run's last step (--steps K: a run killed while it wrote its outputs)
+ * holds no more steps to run, and the outputs are not all state: the
+ * run goes on from the checkpoint before it (or from the start) and
+ * step-K is kept as it is (c->final_step). */
 static int find_last(CliCkpt *c, const char *dir)
 {
     DIR *d = opendir(dir);
@@ -390,7 +410,7 @@ static int find_last(CliCkpt *c, const char *dir)
     struct dirent *e;
     bool other = false;
     int nbad = 0;
-    char *taken = NULL;
+    Found best = {0}, below = {0}; /* the newest, the newest before step K */
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, "step-", 5))
             continue;
@@ -402,29 +422,45 @@ static int find_last(CliCkpt *c, const char *dir)
             fprintf(stderr, "tessel: warning: --resume: %s/%s is not used: %s\n", dir, e->d_name, why);
             nbad++;
         }
-        if (s > c->done) {
-            c->done = s;
-            snprintf(c->last, sizeof c->last, "%s/%s", dir, e->d_name);
-            free(taken);
-            taken = t;
-        } else {
-            free(t);
+        if (s > 0 && s < c->steps && s > below.step) {
+            char *copy = t ? strdup(t) : NULL;
+            if (copy) /* (out of memory: the one before it stays) */
+                found_take(&below, s, e->d_name, &copy);
         }
+        if (s > best.step)
+            found_take(&best, s, e->d_name, &t);
+        free(t);
     }
     closedir(d);
-    if (c->done > 0) {
-        int rc = same_inputs(c, taken);
-        free(taken);
+    if (best.step > 0 && best.step == c->steps) {
+        c->final_step = best.step;
+        if (below.step > 0) {
+            free(best.taken);
+            best = below;
+        } else {
+            /* none before it: from the start, with the inputs step-K was taken with */
+            best.step = 0;
+            free(below.taken);
+        }
+    } else {
+        free(below.taken);
+    }
+    c->done = best.step;
+    if (best.step > 0 || c->final_step) /* (done 0: step-K's, for the messages) */
+        snprintf(c->last, sizeof c->last, "%s/%s", dir, best.name);
+    if (best.taken) {
+        int rc = same_inputs(c, best.taken);
+        free(best.taken);
         if (rc != CLI_OK)
             return rc;
     }
-    if (c->done == 0)
+    if (c->done == 0 && !c->final_step)
         return ckpt_error(nbad  ? "--resume %s: no checkpoint there verifies (warnings above)%s"
                           : other ? "--resume %s: its checkpoints belong to another program (another model, "
                                     "options or layout: their digest is not this plan's)%s"
                                   : "--resume %s: no complete checkpoint there%s",
                           dir, "");
-    if (nbad)
+    if (nbad && c->done > 0)
         fprintf(stderr, "tessel: warning: --resume: resuming from %s, the last checkpoint that verifies\n", c->last);
     if (c->done > c->steps) {
         char s[32], k[32];
@@ -538,7 +574,7 @@ static int refuse_written_step(const CliCkpt *c)
     int64_t first = -1;
     for (struct dirent *e; (e = readdir(d));) {
         int64_t s = step_of_name(e->d_name);
-        if (s > c->done && s <= c->steps && s % c->every == 0 && (first < 0 || s < first))
+        if (s > c->done && s <= c->steps && s % c->every == 0 && s != c->final_step && (first < 0 || s < first))
             first = s;
     }
     closedir(d);
@@ -745,7 +781,7 @@ int cli_ckpt_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c, TsRunOptio
 
 bool cli_ckpt_due(const CliCkpt *c)
 {
-    return c->dir && c->every && c->done % c->every == 0;
+    return c->dir && c->every && c->done % c->every == 0 && c->done != c->final_step;
 }
 
 /* Release c->dir after a failed first checkpoint (removed if this run

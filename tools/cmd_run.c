@@ -547,8 +547,16 @@ static void ckpt_stats(const CliOptions *o, const CliCkpt *ck)
 /* The lines a checkpointed run says: where it resumed, each checkpoint. */
 static void say_resumed(bool speak, const CliCkpt *ck)
 {
-    progress_say(speak, "resumed from %s (step %lld of %lld)", ck->last, (long long)ck->done,
-                 (long long)ck->steps);
+    if (ck->final_step && ck->done)
+        progress_say(speak, "step-%lld is the run's last checkpoint, kept: its outputs come from steps %lld to %lld "
+                     "run again from %s", (long long)ck->final_step, (long long)ck->done + 1, (long long)ck->steps,
+                     ck->last);
+    else if (ck->final_step)
+        progress_say(speak, "step-%lld is the run's last checkpoint, kept: its outputs come from the %lld steps run "
+                     "again from the start (no checkpoint before it)", (long long)ck->final_step, (long long)ck->steps);
+    else
+        progress_say(speak, "resumed from %s (step %lld of %lld)", ck->last, (long long)ck->done,
+                     (long long)ck->steps);
 }
 
 static void say_written(bool speak, const CliCkpt *ck)
@@ -616,7 +624,7 @@ static int run_alone(const CliOptions *o, double t0)
         TsDiag d = {0};
         TsStatus st = TS_OK;
         rc = cli_ckpt_setup(o, p, &ck, true);
-        if (rc == CLI_OK && ck.done)
+        if (rc == CLI_OK && (ck.done || ck.final_step))
             say_resumed(true, &ck);
         while (rc == CLI_OK) {
             TsRunOptions ro = run_options(o, cli_now() - t0);
@@ -736,7 +744,7 @@ static int run_mpi(const CliOptions *o, double t0)
     memset(&ck, 0, sizeof ck);
     if (rc == CLI_OK)
         rc = cli_ckpt_setup(o, p, &ck, rank == 0);
-    if (rc == CLI_OK && ck.done)
+    if (rc == CLI_OK && (ck.done || ck.final_step))
         say_resumed(rank == 0, &ck);
     int stop = agree_loaded(w, rc);
     if (stop >= 0) {

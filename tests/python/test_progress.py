@@ -65,6 +65,13 @@ with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
     assert b.history == full.history[200:]
     assert all(np.array_equal(u, v) for u, v in zip(full, b)), "resumed != uninterrupted"
     print("test_progress: 300 Adam steps; checkpointed at 100, 200 and resumed at 201: bit-identical")
+    # step-200 is the last step of a 200-step run (one killed while its
+    # outputs were written): its steps 101-200 run again from step-100 and
+    # step-200 is kept (it ran a 201st step, or failed renaming onto it)
+    for more in ({}, {"checkpoint_every": 100}):
+        e = plan.run(ins, steps=200, init_state="zeros", resume=ck, **more)
+        assert all(np.array_equal(u, v) for u, v in zip(a, e)), "a resume at the run's last step != uninterrupted"
+    assert sorted(os.listdir(ck)) == [".tessel.lock", "step-100", "step-200"], os.listdir(ck)
     if TESSEL:
         for k, v in ins.items():
             np.save(os.path.join(work, k + ".npy"), v)
