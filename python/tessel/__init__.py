@@ -758,6 +758,18 @@ class _HeldDir:
         if os.path.exists(path):
             self._take(_lib.ts_output_dir_open)
             _remove_stale_temps(path)
+        else:
+            # made (with its parents) at the first checkpoint: a path that
+            # cannot be made fails now, not after the first chunk of steps
+            # (it was an OSError from os.makedirs then), as the command line
+            top = os.path.abspath(path)
+            while not os.path.lexists(top):
+                top = os.path.dirname(top)
+            why = ("not a directory" if not os.path.isdir(top) else
+                   "not writable" if not os.access(top, os.W_OK | os.X_OK) else None)
+            if why:
+                raise Error(Status.ERUNTIME, "%s: cannot create the checkpoint directory: %s is %s"
+                            % (os.fspath(path), top, why))
 
     def _take(self, fn):
         h = ctypes.c_void_p()

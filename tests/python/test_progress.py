@@ -49,6 +49,17 @@ with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
     assert [s.step for s in seen] == list(range(1, 201)) and {s.steps for s in seen} == {200}
     assert [s.watched for s in seen] == a.history == full.history[:200]
     assert sorted(os.listdir(ck)) == [".tessel.lock", "step-100", "step-200"], os.listdir(ck)
+    # a checkpoint_dir that cannot be made (under a file): tessel.Error
+    # before the first step (an OSError of os.makedirs after 100 steps)
+    seen.clear()
+    try:
+        plan.run(ins, steps=200, init_state="zeros", checkpoint_every=100, on_step=seen.append,
+                 checkpoint_dir=os.path.join(work, "adam.plan", "ck"))
+        raise AssertionError("a checkpoint_dir under a file was accepted")
+    except tessel.Error as e:
+        assert "cannot create the checkpoint directory: %s is not a directory" % os.path.join(work, "adam.plan") \
+            in str(e), str(e)
+    assert not seen, "steps ran before the refusal"
     # the same run into the same directory again: refused before a step (it
     # failed after 100 steps, renaming onto step-100: "Directory not empty")
     seen.clear()
