@@ -32,7 +32,9 @@
  *                          1 MiB sample, hash_file), an array by its type, shape and
  *                          bytes (by type alone when process-local: each
  *                          rank's part is its own); the first eight
- *                          a field each (a difference names the
+ *                          two fields each, its dtype and shape as text
+ *                          ("<f8 (8, 4)": the message shows both ranks')
+ *                          then its content (a difference names the
  *                          parameter), the count and the rest one more
  *   steps, the f32 GEMM library asked for (--sgemm), statistics,
  *   process-local outputs, the output device, the watched output, the
@@ -229,6 +231,51 @@ static void hash_input(struct sha256_ctx *c, const TsInput *in, int32_t param, i
         sha256_update(c, a->nbytes, a->data);
 }
 
+/* An input's dtype and shape as text into out ("<f4 (8, 4)"; an array's
+ * dtype alone when process-local: each rank's part is its own), so that
+ * ranks given files of other dtypes or shapes are told so with both
+ * values, not by two digests; "not a .npy file" when its header does not
+ * parse (the reader names the problem where the run binds it). */
+static void input_type(const TsInput *in, bool process_local, char *out, size_t n)
+{
+    const char *descr = NULL;
+    int32_t rank = 0;
+    const int64_t *dims = NULL;
+    RtNpyHeader h;
+    uint8_t *head = NULL;
+    if (in->array) {
+        descr = in->array->dtype ? in->array->dtype : "?";
+        rank = process_local ? -1 : in->array->rank;
+        dims = in->array->dims;
+    } else {
+        int fd = open(in->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        head = fd >= 0 ? malloc(RT_NPY_MAX_HEADER) : NULL;
+        ssize_t got = head ? pread(fd, head, RT_NPY_MAX_HEADER, 0) : -1;
+        IrDiag d = {0};
+        if (got > 0 && rt_npy_parse_header(head, (size_t)got, in->path, &h, &d) == IR_OK) {
+            descr = h.descr;
+            rank = h.rank;
+            dims = h.dims;
+        }
+        ir_diag_clear(&d);
+        if (fd >= 0)
+            close(fd);
+    }
+    if (!descr) {
+        snprintf(out, n, "not a .npy file");
+        free(head);
+        return;
+    }
+    size_t k = (size_t)snprintf(out, n, "%s", descr);
+    if (rank >= 0)
+        k += (size_t)snprintf(out + (k < n ? k : n), k < n ? n - k : 0, " (");
+    for (int32_t i = 0; rank > 0 && dims && i < rank && k < n; i++)
+        k += (size_t)snprintf(out + k, n - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (rank >= 0 && k < n)
+        snprintf(out + k, n - k, rank == 1 ? ",)" : ")");
+    free(head);
+}
+
 /* An input and what it binds (ts_plan_input_key; INT32_MAX and its
  * position where nothing answers to the key). */
 typedef struct Bound {
@@ -251,7 +298,7 @@ static int bound_order(const void *a, const void *b)
  * they bind ("input of parameter 0"), so a difference names the
  * input in the same words on every rank; the count and the rest in one
  * more field. */
-static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char (*names)[NAME])
+static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char (*names)[NAME], char (*types)[NAME])
 {
     uint8_t dg[SHA256_DIGEST_SIZE];
     struct sha256_ctx c;
@@ -273,21 +320,28 @@ static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char 
         qsort(b, (size_t)o->ninputs, sizeof *b, bound_order);
     for (int32_t j = 0; j < o->ninputs && j < OWN_INPUTS; j++) {
         const TsInput *in = &o->inputs[b[j].i];
+        char what[80];
         if (b[j].param == INT32_MAX)
-            snprintf(names[j], NAME, "input given as '%.40s' (which binds nothing)", in->key);
+            snprintf(what, sizeof what, "input given as '%.40s' (which binds nothing)", in->key);
         else if (b[j].leaf >= 0)
-            snprintf(names[j], NAME, "input of parameter %d, leaf %d (by content)", (int)b[j].param,
-                     (int)b[j].leaf);
+            snprintf(what, sizeof what, "input of parameter %d, leaf %d", (int)b[j].param, (int)b[j].leaf);
         else
-            snprintf(names[j], NAME, "input of parameter %d (by content)", (int)b[j].param);
+            snprintf(what, sizeof what, "input of parameter %d", (int)b[j].param);
+        snprintf(names[j], NAME, "%.70s (by content)", what);
+        snprintf(types[j], NAME, "%.70s (dtype and shape)", what);
         struct stat sb;
         if (!in->array && (stat(in->path, &sb) != 0 || !S_ISREG(sb.st_mode))) {
             /* Said as such, so that the message shows which rank lacks the
              * file (a --checkpoint-dir the hosts do not share, a path only
              * one host has) rather than two digests. */
+            add_text(fs, types[j], "no regular file"); /* (short: a path would not fit as text) */
             add_text(fs, names[j], "no regular file at %.200s", in->path);
             continue;
         }
+        /* the dtype and shape first: a difference there is named with both */
+        char type[200];
+        input_type(in, o->process_local, type, sizeof type);
+        add_text(fs, types[j], "%s", type);
         sha256_init(&c);
         hash_input(&c, in, b[j].param, b[j].leaf, o->process_local);
         sha256_digest(&c, sizeof dg, dg);
@@ -463,7 +517,7 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d
     char build[64];
     build_id(build, sizeof build);
     add_text(&fs, "tessel build (version and GNU build id)", "%s", build);
-    char names[OWN_INPUTS][NAME];
+    char names[OWN_INPUTS][NAME], types[OWN_INPUTS][NAME];
     char *text = ts_plan_file_text(p);
     if (text) {
         /* The model's path as this rank spelled it (`// TesselWhyFile`,
@@ -498,7 +552,7 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d
         add_text(&fs, "random inputs' seed", "%llu%s", (unsigned long long)o->seed, o->per_device ? " per device" : "");
     else
         add_text(&fs, "random inputs' seed", "none (no random inputs)");
-    add_inputs(&fs, p, o, names);
+    add_inputs(&fs, p, o, names, types);
     add_text(&fs, "optimizer state (zero_state)", "%s", o->zero_state ? "zeros" : "bound like any input");
     add_text(&fs, "steps", "%lld", (long long)(o->steps > 0 ? o->steps : 1));
     /* The library of the f32 dots as asked: each gives its own last bits on
