@@ -39,6 +39,8 @@
 #     made again (the outputs went into whatever was at the path before).
 # 13. Every file renamed into place (outputs, manifest, checkpoint.json,
 #     a plan) was synced before, its directory after (strace).
+# 14. A full disk (a 64 KiB tmpfs) for outputs and checkpoints: status 1,
+#     no temporary, the earlier outputs and checkpoints whole.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -354,4 +356,49 @@ PY
     echo "hostile_files: outputs, manifests, checkpoints and plans are on the disk before their renames, directories after"
 else
     echo "hostile_files: part 13 skipped (no strace that can trace here)"
+fi
+
+# ---- 14. a full disk ----
+# A 64 KiB tmpfs (mounting needs root and CAP_SYS_ADMIN: skipped without):
+# outputs larger than the disk, a second run into a directory holding a
+# first one's outputs, checkpoints until the disk fills: status 1 with
+# the system's words, no temporary left, the earlier outputs and
+# checkpoints whole (a resume from them gives the uninterrupted result).
+SMALL="$WORK/small"
+mkdir "$SMALL"
+if mount -t tmpfs -o size=64k tmpfs "$SMALL" 2>/dev/null; then
+    trap 'umount "$SMALL" 2>/dev/null || true; [ ! -s "$TESSEL_MPIRUN_NOTES" ] || cat "$TESSEL_MPIRUN_NOTES"; rm -rf "$WORK"' EXIT
+    cat >"$WORK/fill.hlo" <<'HLO'
+HloModule fill, input_output_alias={ {}: (0, {}, may-alias) }
+ENTRY main {
+  x = f32[40,100] parameter(0)
+  c = f32[] constant(0.5)
+  b = f32[40,100] broadcast(c), dimensions={}
+  ROOT y = f32[40,100] add(x, b)
+}
+HLO
+    sed 's/40,100/128,128/g' "$WORK/fill.hlo" >"$WORK/fill_big.hlo"
+    expect_status 1 "$TESSEL" run "$WORK/fill_big.hlo" --random-inputs 1 --output-dir "$SMALL/o"
+    expect_in "$ERR" "No space left on device"
+    [ ! -e "$SMALL/o" ] || fail "a run that filled the disk left its output directory: $(ls -A "$SMALL/o")"
+    expect_status 0 "$TESSEL" run "$M" --num-partitions 2 --input 0="$WORK/a.npy" --output-dir "$SMALL/o"
+    cp "$SMALL/o/output_0.npy" "$WORK/first.npy"
+    expect_status 1 "$TESSEL" run "$WORK/fill_big.hlo" --random-inputs 1 --output-dir "$SMALL/o"
+    expect_in "$ERR" "No space left on device"
+    cmp "$WORK/first.npy" "$SMALL/o/output_0.npy" || fail "the first run's output changed on a full disk"
+    [ "$(ls -A "$SMALL/o" | sort | tr '\n' ' ')" = ".tessel.lock output_0.npy outputs.json " ] ||
+        fail "a run that filled the disk left files: $(ls -A "$SMALL/o")"
+    rm -rf "${SMALL:?}/"*
+    expect_status 0 "$TESSEL" run "$WORK/fill.hlo" --random-inputs 1 --steps 10 --output-dir "$WORK/fill_full"
+    expect_status 1 "$TESSEL" run "$WORK/fill.hlo" --random-inputs 1 --steps 10 --checkpoint-every 2 \
+        --checkpoint-dir "$SMALL/ck"
+    expect_in "$ERR" "No space left on device"
+    ! ls -d "$SMALL"/ck/.step-* >/dev/null 2>&1 || fail "a checkpoint that filled the disk left a temporary: $(ls -A "$SMALL/ck")"
+    expect_status 0 "$TESSEL" run "$WORK/fill.hlo" --random-inputs 1 --steps 10 --resume "$SMALL/ck" \
+        --output-dir "$WORK/fill_res"
+    cmp "$WORK/fill_full/output_0.npy" "$WORK/fill_res/output_0.npy" || fail "resumed after a full disk: another result"
+    umount "$SMALL"
+    echo "hostile_files: a full disk fails the write (status 1), leaves no temporary, keeps what was written whole"
+else
+    echo "hostile_files: part 14 skipped (no tmpfs mount here)"
 fi
