@@ -60,6 +60,8 @@ struct TsOutputDir {
     bool made;               /* DIR did not exist: made here */
     dev_t dev;               /* DIR's identity when it was locked */
     ino_t ino;
+    bool (*cancelled)(void *ctx); /* asked before the renames (ts_output_dir_on_cancel) */
+    void *cancel_ctx;
 };
 
 static const char LOCK[] = ".tessel.lock";
@@ -197,6 +199,14 @@ TsStatus ts_output_dir_make(const char *dir, TsOutputDir **out, TsDiag *d)
     API_NEED(dir, d);
     API_NEED(out, d);
     return open_dir(dir, true, out, d);
+}
+
+void ts_output_dir_on_cancel(TsOutputDir *od, bool (*cancelled)(void *ctx), void *ctx)
+{
+    if (!od)
+        return;
+    od->cancelled = cancelled;
+    od->cancel_ctx = ctx;
 }
 
 void ts_output_dir_close(TsOutputDir *od)
@@ -739,6 +749,12 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
     if (st == IR_OK && !sync_fs(od->dir))
         st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0}, "cannot sync the outputs to the disk: %s",
                       strerror(errno));
+    /* The last moment to give up with DIR as it was: after the first
+     * rename an earlier run's file is replaced. */
+    if (st == IR_OK && od->cancelled && od->cancelled(od->cancel_ctx))
+        st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0},
+                      "the write was cancelled before the outputs were renamed into place; the directory is as it "
+                      "was");
     /* Every file is complete: rename them, the manifest last. */
     for (int32_t i = 0; st == IR_OK && i < s.n; i++) {
         char *fin = join(od->dir, s.e[i].name);

@@ -41,6 +41,8 @@
 #     a plan) was synced before, its directory after (strace).
 # 14. A full disk (a 64 KiB tmpfs) for outputs and checkpoints: status 1,
 #     no temporary, the earlier outputs and checkpoints whole.
+# 15. SIGTERM or SIGINT while the outputs are written: the earlier run's
+#     outputs stay whole, no temporary.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -402,3 +404,47 @@ HLO
 else
     echo "hostile_files: part 14 skipped (no tmpfs mount here)"
 fi
+
+# ---- 15. a signal while the outputs are written ----
+# SIGTERM / SIGINT once the run's first temporary is in the directory:
+# the write is given up before its first rename, status 143 / 130, the
+# earlier run's outputs whole and no temporary left (on main the write
+# finished and its files were then removed, so the directory kept
+# neither run's outputs).
+cat >"$WORK/big.hlo" <<'HLO'
+HloModule big
+ENTRY main {
+  x = f32[] parameter(0)
+  ROOT y = f32[2048,2048] broadcast(x), dimensions={}
+}
+HLO
+npy_write "$WORK/one.npy" '<f4' "" 1
+npy_write "$WORK/two.npy" '<f4' "" 2
+for sig in TERM INT; do
+    rm -rf "$WORK/o15"
+    expect_status 0 "$TESSEL" run "$WORK/big.hlo" --input 0="$WORK/one.npy" --output-dir "$WORK/o15"
+    cp "$WORK/o15/output_0.npy" "$WORK/first15.npy"
+    "$TESSEL" run "$WORK/big.hlo" --input 0="$WORK/two.npy" --output-dir "$WORK/o15" >/dev/null 2>"$ERR" &
+    pid=$!
+    "$PY" - "$WORK/o15" "$pid" "$sig" <<'PY' || fail "no temporary of the run appeared"
+import os, signal, sys, time
+d, pid, sig = sys.argv[1], int(sys.argv[2]), getattr(signal, "SIG" + sys.argv[3])
+end = time.time() + 60
+while time.time() < end:
+    if any(n.startswith(".tessel-tmp-") for n in os.listdir(d)):
+        os.kill(pid, sig)
+        sys.exit(0)
+    time.sleep(0.0005)
+sys.exit(1)
+PY
+    rc=0
+    wait "$pid" || rc=$?
+    want=143
+    [ "$sig" = TERM ] || want=130
+    [ "$rc" = "$want" ] || fail "SIG$sig while the outputs were written: exit $rc, expected $want"
+    expect_in "$ERR" "no output written"
+    cmp "$WORK/first15.npy" "$WORK/o15/output_0.npy" || fail "SIG$sig while the outputs were written: the earlier output is gone"
+    [ "$(ls -A "$WORK/o15" | sort | tr '\n' ' ')" = ".tessel.lock output_0.npy outputs.json " ] ||
+        fail "SIG$sig while the outputs were written left: $(ls -A "$WORK/o15")"
+done
+echo "hostile_files: a signal while the outputs are written leaves the earlier outputs whole"
