@@ -312,8 +312,10 @@ echo "hostile_files: an output directory replaced or removed mid-run is not writ
 # nothing was synced: an empty output_0.npy could follow a crash).
 if command -v strace >/dev/null 2>&1 && strace -f -o /dev/null true 2>/dev/null; then
     R=$(realpath "$WORK") # strace -y prints resolved paths
-    traced() { strace -f -y -e trace=openat,fsync,syncfs,rename,renameat,renameat2 -o "$WORK/trace" "$@" \
-        >/dev/null 2>&1 || fail "the traced $* failed"; }
+    # (LeakSanitizer does not work under ptrace: off for the traced runs)
+    traced() { env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -y \
+        -e trace=openat,fsync,syncfs,rename,renameat,renameat2 -o "$WORK/trace" "$@" >/dev/null 2>&1 ||
+        fail "the traced $* failed"; }
     synced_before_renames() { # each file renamed into place synced after it was made (fsync, or a syncfs), its directory after
         "$PY" - "$WORK/trace" <<'PY' || fail "a file was renamed into place before it was on the disk: $(cat "$WORK/trace")"
 import re, sys
