@@ -79,6 +79,9 @@ with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
     # step-200 is the last step of a 200-step run (one killed while its
     # outputs were written): its steps 101-200 run again from step-100 and
     # step-200 is kept (it ran a 201st step, or failed renaming onto it)
+    # and a killed run's temporary (tempfile's name) goes with the next writer
+    os.mkdir(os.path.join(ck, ".step-200.k1ll_d3x"))
+    open(os.path.join(ck, ".step-200.k1ll_d3x", "output_0.npy"), "w").close()
     for more in ({}, {"checkpoint_every": 100}):
         e = plan.run(ins, steps=200, init_state="zeros", resume=ck, **more)
         assert all(np.array_equal(u, v) for u, v in zip(a, e)), "a resume at the run's last step != uninterrupted"
