@@ -151,10 +151,38 @@ enum { OWN_INPUTS = 8, NAME = 96 };
 #define WHOLE_BYTES ((int64_t)64 << 20)
 enum { SAMPLES = 64, SAMPLE_BYTES = 16 << 10 };
 
+/* dtype and shape as text into out ("<f4 (8, 4)"; rank < 0: the dtype
+ * alone), so that ranks given inputs of other dtypes or shapes are told so
+ * with both values, not by two digests. */
+static void type_text(char *out, size_t n, const char *descr, int32_t rank, const int64_t *dims)
+{
+    size_t k = (size_t)snprintf(out, n, "%s", descr);
+    if (rank >= 0 && k < n)
+        k += (size_t)snprintf(out + k, n - k, " (");
+    for (int32_t i = 0; rank > 0 && dims && i < rank && k < n; i++)
+        k += (size_t)snprintf(out + k, n - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (rank >= 0 && k < n)
+        snprintf(out + k, n - k, rank == 1 ? ",)" : ")");
+}
+
+/* The type text of a .npy file from its first got bytes (the hash's first
+ * read: the file is read once), "not a .npy file" when no header parses
+ * there (the reader names the problem where the run binds it). */
+static void npy_type(const uint8_t *head, size_t got, const char *path, char *out, size_t n)
+{
+    RtNpyHeader h;
+    IrDiag d = {0};
+    if (rt_npy_parse_header(head, got, path, &h, &d) == IR_OK)
+        type_text(out, n, h.descr, h.rank, h.dims);
+    else
+        snprintf(out, n, "not a .npy file");
+    ir_diag_clear(&d);
+}
+
 /* The SHA-256 of a large file's sample into c: its size, SAMPLES blocks
  * of SAMPLE_BYTES evenly spaced from its first byte to its last (1 MiB
  * read, whatever the size). false on a read error. */
-static bool hash_sample(struct sha256_ctx *c, int fd, int64_t size)
+static bool hash_sample(struct sha256_ctx *c, int fd, int64_t size, const char *path, char *type, size_t ntype)
 {
     uint8_t buf[SAMPLE_BYTES];
     sha256_update(c, sizeof size, (const uint8_t *)&size);
@@ -169,20 +197,52 @@ static bool hash_sample(struct sha256_ctx *c, int fd, int64_t size)
             got += (size_t)r;
         }
         sha256_update(c, sizeof buf, buf);
+        if (k == 0 && type)
+            npy_type(buf, sizeof buf, path, type, ntype);
     }
     return true;
 }
 
+/* The SHA-256 of the whole file into hex (read once, 64 KiB at a time),
+ * its type text from the first read. false on a read error. */
+static bool hash_whole(int fd, const char *path, char hex[65], char *type, size_t ntype)
+{
+    struct sha256_ctx c;
+    sha256_init(&c);
+    uint8_t *buf = malloc((size_t)1 << 16);
+    bool ok = buf != NULL;
+    for (off_t off = 0; ok;) {
+        ssize_t r = pread(fd, buf, (size_t)1 << 16, off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        ok = r >= 0;
+        if (r <= 0)
+            break;
+        if (off == 0 && type)
+            npy_type(buf, (size_t)r, path, type, ntype);
+        sha256_update(&c, (size_t)r, buf);
+        off += r;
+    }
+    free(buf);
+    uint8_t dg[SHA256_DIGEST_SIZE];
+    sha256_digest(&c, sizeof dg, dg);
+    if (ok)
+        compile_digest_hex(dg, hex);
+    return ok;
+}
+
 /* A file's content into c: the SHA-256 of the whole file up to
- * WHOLE_BYTES (compile_sha256_fd; the rank's own shard reads then come
+ * WHOLE_BYTES (hash_whole; the rank's own shard reads then come
  * from the page cache), of a 1 MiB sample above (hash_sample: a sharded
  * input of gigabytes is not read whole on every host, so two large files
  * that differ only between the sampled blocks pass), or what it is when
  * it cannot be read (missing, not a regular file: a FIFO is never waited
  * on): the reader says why on the ranks where it fails. */
-static void hash_file(struct sha256_ctx *c, const char *path)
+static void hash_file(struct sha256_ctx *c, const char *path, char *type, size_t ntype)
 {
     char line[96] = "a missing or unreadable file";
+    if (type)
+        snprintf(type, ntype, "not a .npy file");
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
     if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
@@ -190,14 +250,14 @@ static void hash_file(struct sha256_ctx *c, const char *path)
     } else if (fd >= 0 && (int64_t)sb.st_size > WHOLE_BYTES) {
         struct sha256_ctx sc;
         sha256_init(&sc);
-        if (hash_sample(&sc, fd, (int64_t)sb.st_size)) {
+        if (hash_sample(&sc, fd, (int64_t)sb.st_size, path, type, ntype)) {
             memcpy(line, "sampled ", 8);
             sha256_digest(&sc, SHA256_DIGEST_SIZE, (uint8_t *)line + 8);
             sha256_update(c, 8 + SHA256_DIGEST_SIZE, (const uint8_t *)line);
             close(fd);
             return;
         }
-    } else if (fd >= 0 && compile_sha256_fd(fd, line + 5)) {
+    } else if (fd >= 0 && hash_whole(fd, path, line + 5, type, ntype)) {
         memcpy(line, "file ", 5);
     }
     if (fd >= 0)
@@ -209,17 +269,20 @@ static void hash_file(struct sha256_ctx *c, const char *path)
  * content or an array's type, shape and bytes (its type alone when
  * process-local: each rank's part is its own). The key's text is not
  * hashed: "0" and the parameter's name bind the same thing. */
-static void hash_input(struct sha256_ctx *c, const TsInput *in, int32_t param, int32_t leaf, bool process_local)
+static void hash_input(struct sha256_ctx *c, const TsInput *in, int32_t param, int32_t leaf, bool process_local,
+                       char *type, size_t ntype)
 {
     int32_t bound[2] = {param, leaf};
     sha256_update(c, sizeof bound, (const uint8_t *)bound);
     if (param == INT32_MAX) /* a key nothing answers to: its text (the run refuses it) */
         sha256_update(c, strlen(in->key) + 1, (const uint8_t *)in->key);
     if (!in->array) {
-        hash_file(c, in->path);
+        hash_file(c, in->path, type, ntype);
         return;
     }
     const TsArray *a = in->array;
+    if (type)
+        type_text(type, ntype, a->dtype ? a->dtype : "?", process_local ? -1 : a->rank, a->dims);
     char line[160];
     int n = snprintf(line, sizeof line, "array %s rank %d:", a->dtype ? a->dtype : "?", (int)a->rank);
     sha256_update(c, (size_t)n, (const uint8_t *)line);
@@ -229,51 +292,6 @@ static void hash_input(struct sha256_ctx *c, const TsInput *in, int32_t param, i
         sha256_update(c, sizeof a->dims[k], (const uint8_t *)&a->dims[k]);
     if (a->data && a->nbytes)
         sha256_update(c, a->nbytes, a->data);
-}
-
-/* An input's dtype and shape as text into out ("<f4 (8, 4)"; an array's
- * dtype alone when process-local: each rank's part is its own), so that
- * ranks given files of other dtypes or shapes are told so with both
- * values, not by two digests; "not a .npy file" when its header does not
- * parse (the reader names the problem where the run binds it). */
-static void input_type(const TsInput *in, bool process_local, char *out, size_t n)
-{
-    const char *descr = NULL;
-    int32_t rank = 0;
-    const int64_t *dims = NULL;
-    RtNpyHeader h;
-    uint8_t *head = NULL;
-    if (in->array) {
-        descr = in->array->dtype ? in->array->dtype : "?";
-        rank = process_local ? -1 : in->array->rank;
-        dims = in->array->dims;
-    } else {
-        int fd = open(in->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        head = fd >= 0 ? malloc(RT_NPY_MAX_HEADER) : NULL;
-        ssize_t got = head ? pread(fd, head, RT_NPY_MAX_HEADER, 0) : -1;
-        IrDiag d = {0};
-        if (got > 0 && rt_npy_parse_header(head, (size_t)got, in->path, &h, &d) == IR_OK) {
-            descr = h.descr;
-            rank = h.rank;
-            dims = h.dims;
-        }
-        ir_diag_clear(&d);
-        if (fd >= 0)
-            close(fd);
-    }
-    if (!descr) {
-        snprintf(out, n, "not a .npy file");
-        free(head);
-        return;
-    }
-    size_t k = (size_t)snprintf(out, n, "%s", descr);
-    if (rank >= 0)
-        k += (size_t)snprintf(out + (k < n ? k : n), k < n ? n - k : 0, " (");
-    for (int32_t i = 0; rank > 0 && dims && i < rank && k < n; i++)
-        k += (size_t)snprintf(out + k, n - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
-    if (rank >= 0 && k < n)
-        snprintf(out + k, n - k, rank == 1 ? ",)" : ")");
-    free(head);
 }
 
 /* An input and what it binds (ts_plan_input_key; INT32_MAX and its
@@ -338,13 +356,12 @@ static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char 
             add_text(fs, names[j], "no regular file at %.200s", in->path);
             continue;
         }
-        /* the dtype and shape first: a difference there is named with both */
         char type[200];
-        input_type(in, o->process_local, type, sizeof type);
-        add_text(fs, types[j], "%s", type);
         sha256_init(&c);
-        hash_input(&c, in, b[j].param, b[j].leaf, o->process_local);
+        hash_input(&c, in, b[j].param, b[j].leaf, o->process_local, type, sizeof type);
         sha256_digest(&c, sizeof dg, dg);
+        /* the dtype and shape first: a difference there is named with both */
+        add_text(fs, types[j], "%s", type);
         add_digest(fs, names[j], dg);
     }
     sha256_init(&c);
@@ -352,7 +369,7 @@ static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char 
     int n = snprintf(count, sizeof count, "%d inputs", (int)o->ninputs);
     sha256_update(&c, (size_t)n, (const uint8_t *)count);
     for (int32_t j = OWN_INPUTS; j < o->ninputs; j++)
-        hash_input(&c, &o->inputs[b[j].i], b[j].param, b[j].leaf, o->process_local);
+        hash_input(&c, &o->inputs[b[j].i], b[j].param, b[j].leaf, o->process_local, NULL, 0);
     sha256_digest(&c, sizeof dg, dg);
     add_digest(fs, "the number of inputs and those after the eighth (what they bind and their content)", dg);
     free(b);
