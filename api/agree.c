@@ -32,14 +32,18 @@
  *                          1 MiB sample, hash_file), an array by its type, shape and
  *                          bytes (by type alone when process-local: each
  *                          rank's part is its own); the first eight
- *                          a field each (a difference names the
+ *                          two fields each, its dtype and shape as text
+ *                          ("<f8 (8, 4)": the message shows both ranks')
+ *                          then its content (a difference names the
  *                          parameter), the count and the rest one more
- *   steps, statistics, process-local outputs, the output device, the
- *   watched output, the limits (trips, memory): the options that change
- *   what runs or which collectives are made
+ *   steps, the f32 GEMM library asked for (--sgemm), statistics,
+ *   process-local outputs, the output device, the watched output, the
+ *   limits (trips, memory): the options that change what runs, its
+ *   results' bits or which collectives are made
  *   the caller's own       TsRunOptions.agree, e.g. the command line's
  *                          --output-dir and checkpoint options
- * The tuning is not compared: coll_mpi_tune made it rank 0's on every rank.
+ * The tuning is not compared (but the f32 GEMM library, above):
+ * coll_mpi_tune made it rank 0's on every rank.
  *
  * ts_input_sha256 gives one input's value digest whatever its source (a
  * checkpoint records the inputs it was taken with by it: a resume may give
@@ -147,10 +151,38 @@ enum { OWN_INPUTS = 8, NAME = 96 };
 #define WHOLE_BYTES ((int64_t)64 << 20)
 enum { SAMPLES = 64, SAMPLE_BYTES = 16 << 10 };
 
+/* dtype and shape as text into out ("<f4 (8, 4)"; rank < 0: the dtype
+ * alone), so that ranks given inputs of other dtypes or shapes are told so
+ * with both values, not by two digests. */
+static void type_text(char *out, size_t n, const char *descr, int32_t rank, const int64_t *dims)
+{
+    size_t k = (size_t)snprintf(out, n, "%s", descr);
+    if (rank >= 0 && k < n)
+        k += (size_t)snprintf(out + k, n - k, " (");
+    for (int32_t i = 0; rank > 0 && dims && i < rank && k < n; i++)
+        k += (size_t)snprintf(out + k, n - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (rank >= 0 && k < n)
+        snprintf(out + k, n - k, rank == 1 ? ",)" : ")");
+}
+
+/* The type text of a .npy file from its first got bytes (the hash's first
+ * read: the file is read once), "not a .npy file" when no header parses
+ * there (the reader names the problem where the run binds it). */
+static void npy_type(const uint8_t *head, size_t got, const char *path, char *out, size_t n)
+{
+    RtNpyHeader h;
+    IrDiag d = {0};
+    if (rt_npy_parse_header(head, got, path, &h, &d) == IR_OK)
+        type_text(out, n, h.descr, h.rank, h.dims);
+    else
+        snprintf(out, n, "not a .npy file");
+    ir_diag_clear(&d);
+}
+
 /* The SHA-256 of a large file's sample into c: its size, SAMPLES blocks
  * of SAMPLE_BYTES evenly spaced from its first byte to its last (1 MiB
  * read, whatever the size). false on a read error. */
-static bool hash_sample(struct sha256_ctx *c, int fd, int64_t size)
+static bool hash_sample(struct sha256_ctx *c, int fd, int64_t size, const char *path, char *type, size_t ntype)
 {
     uint8_t buf[SAMPLE_BYTES];
     sha256_update(c, sizeof size, (const uint8_t *)&size);
@@ -165,20 +197,52 @@ static bool hash_sample(struct sha256_ctx *c, int fd, int64_t size)
             got += (size_t)r;
         }
         sha256_update(c, sizeof buf, buf);
+        if (k == 0 && type)
+            npy_type(buf, sizeof buf, path, type, ntype);
     }
     return true;
 }
 
+/* The SHA-256 of the whole file into hex (read once, 64 KiB at a time),
+ * its type text from the first read. false on a read error. */
+static bool hash_whole(int fd, const char *path, char hex[65], char *type, size_t ntype)
+{
+    struct sha256_ctx c;
+    sha256_init(&c);
+    uint8_t *buf = malloc((size_t)1 << 16);
+    bool ok = buf != NULL;
+    for (off_t off = 0; ok;) {
+        ssize_t r = pread(fd, buf, (size_t)1 << 16, off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        ok = r >= 0;
+        if (r <= 0)
+            break;
+        if (off == 0 && type)
+            npy_type(buf, (size_t)r, path, type, ntype);
+        sha256_update(&c, (size_t)r, buf);
+        off += r;
+    }
+    free(buf);
+    uint8_t dg[SHA256_DIGEST_SIZE];
+    sha256_digest(&c, sizeof dg, dg);
+    if (ok)
+        compile_digest_hex(dg, hex);
+    return ok;
+}
+
 /* A file's content into c: the SHA-256 of the whole file up to
- * WHOLE_BYTES (compile_sha256_fd; the rank's own shard reads then come
+ * WHOLE_BYTES (hash_whole; the rank's own shard reads then come
  * from the page cache), of a 1 MiB sample above (hash_sample: a sharded
  * input of gigabytes is not read whole on every host, so two large files
  * that differ only between the sampled blocks pass), or what it is when
  * it cannot be read (missing, not a regular file: a FIFO is never waited
  * on): the reader says why on the ranks where it fails. */
-static void hash_file(struct sha256_ctx *c, const char *path)
+static void hash_file(struct sha256_ctx *c, const char *path, char *type, size_t ntype)
 {
     char line[96] = "a missing or unreadable file";
+    if (type)
+        snprintf(type, ntype, "not a .npy file");
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
     if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
@@ -186,14 +250,14 @@ static void hash_file(struct sha256_ctx *c, const char *path)
     } else if (fd >= 0 && (int64_t)sb.st_size > WHOLE_BYTES) {
         struct sha256_ctx sc;
         sha256_init(&sc);
-        if (hash_sample(&sc, fd, (int64_t)sb.st_size)) {
+        if (hash_sample(&sc, fd, (int64_t)sb.st_size, path, type, ntype)) {
             memcpy(line, "sampled ", 8);
             sha256_digest(&sc, SHA256_DIGEST_SIZE, (uint8_t *)line + 8);
             sha256_update(c, 8 + SHA256_DIGEST_SIZE, (const uint8_t *)line);
             close(fd);
             return;
         }
-    } else if (fd >= 0 && compile_sha256_fd(fd, line + 5)) {
+    } else if (fd >= 0 && hash_whole(fd, path, line + 5, type, ntype)) {
         memcpy(line, "file ", 5);
     }
     if (fd >= 0)
@@ -205,17 +269,20 @@ static void hash_file(struct sha256_ctx *c, const char *path)
  * content or an array's type, shape and bytes (its type alone when
  * process-local: each rank's part is its own). The key's text is not
  * hashed: "0" and the parameter's name bind the same thing. */
-static void hash_input(struct sha256_ctx *c, const TsInput *in, int32_t param, int32_t leaf, bool process_local)
+static void hash_input(struct sha256_ctx *c, const TsInput *in, int32_t param, int32_t leaf, bool process_local,
+                       char *type, size_t ntype)
 {
     int32_t bound[2] = {param, leaf};
     sha256_update(c, sizeof bound, (const uint8_t *)bound);
     if (param == INT32_MAX) /* a key nothing answers to: its text (the run refuses it) */
         sha256_update(c, strlen(in->key) + 1, (const uint8_t *)in->key);
     if (!in->array) {
-        hash_file(c, in->path);
+        hash_file(c, in->path, type, ntype);
         return;
     }
     const TsArray *a = in->array;
+    if (type)
+        type_text(type, ntype, a->dtype ? a->dtype : "?", process_local ? -1 : a->rank, a->dims);
     char line[160];
     int n = snprintf(line, sizeof line, "array %s rank %d:", a->dtype ? a->dtype : "?", (int)a->rank);
     sha256_update(c, (size_t)n, (const uint8_t *)line);
@@ -249,7 +316,7 @@ static int bound_order(const void *a, const void *b)
  * they bind ("input of parameter 0"), so a difference names the
  * input in the same words on every rank; the count and the rest in one
  * more field. */
-static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char (*names)[NAME])
+static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char (*names)[NAME], char (*types)[NAME])
 {
     uint8_t dg[SHA256_DIGEST_SIZE];
     struct sha256_ctx c;
@@ -271,24 +338,30 @@ static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char 
         qsort(b, (size_t)o->ninputs, sizeof *b, bound_order);
     for (int32_t j = 0; j < o->ninputs && j < OWN_INPUTS; j++) {
         const TsInput *in = &o->inputs[b[j].i];
+        char what[80];
         if (b[j].param == INT32_MAX)
-            snprintf(names[j], NAME, "input given as '%.40s' (which binds nothing)", in->key);
+            snprintf(what, sizeof what, "input given as '%.40s' (which binds nothing)", in->key);
         else if (b[j].leaf >= 0)
-            snprintf(names[j], NAME, "input of parameter %d, leaf %d (by content)", (int)b[j].param,
-                     (int)b[j].leaf);
+            snprintf(what, sizeof what, "input of parameter %d, leaf %d", (int)b[j].param, (int)b[j].leaf);
         else
-            snprintf(names[j], NAME, "input of parameter %d (by content)", (int)b[j].param);
+            snprintf(what, sizeof what, "input of parameter %d", (int)b[j].param);
+        snprintf(names[j], NAME, "%.70s (by content)", what);
+        snprintf(types[j], NAME, "%.70s (dtype and shape)", what);
         struct stat sb;
         if (!in->array && (stat(in->path, &sb) != 0 || !S_ISREG(sb.st_mode))) {
             /* Said as such, so that the message shows which rank lacks the
              * file (a --checkpoint-dir the hosts do not share, a path only
              * one host has) rather than two digests. */
+            add_text(fs, types[j], "no regular file"); /* (short: a path would not fit as text) */
             add_text(fs, names[j], "no regular file at %.200s", in->path);
             continue;
         }
+        char type[200];
         sha256_init(&c);
-        hash_input(&c, in, b[j].param, b[j].leaf, o->process_local);
+        hash_input(&c, in, b[j].param, b[j].leaf, o->process_local, type, sizeof type);
         sha256_digest(&c, sizeof dg, dg);
+        /* the dtype and shape first: a difference there is named with both */
+        add_text(fs, types[j], "%s", type);
         add_digest(fs, names[j], dg);
     }
     sha256_init(&c);
@@ -296,7 +369,7 @@ static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char 
     int n = snprintf(count, sizeof count, "%d inputs", (int)o->ninputs);
     sha256_update(&c, (size_t)n, (const uint8_t *)count);
     for (int32_t j = OWN_INPUTS; j < o->ninputs; j++)
-        hash_input(&c, &o->inputs[b[j].i], b[j].param, b[j].leaf, o->process_local);
+        hash_input(&c, &o->inputs[b[j].i], b[j].param, b[j].leaf, o->process_local, NULL, 0);
     sha256_digest(&c, sizeof dg, dg);
     add_digest(fs, "the number of inputs and those after the eighth (what they bind and their content)", dg);
     free(b);
@@ -461,7 +534,7 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d
     char build[64];
     build_id(build, sizeof build);
     add_text(&fs, "tessel build (version and GNU build id)", "%s", build);
-    char names[OWN_INPUTS][NAME];
+    char names[OWN_INPUTS][NAME], types[OWN_INPUTS][NAME];
     char *text = ts_plan_file_text(p);
     if (text) {
         /* The model's path as this rank spelled it (`// TesselWhyFile`,
@@ -496,9 +569,16 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d
         add_text(&fs, "random inputs' seed", "%llu%s", (unsigned long long)o->seed, o->per_device ? " per device" : "");
     else
         add_text(&fs, "random inputs' seed", "none (no random inputs)");
-    add_inputs(&fs, p, o, names);
+    add_inputs(&fs, p, o, names, types);
     add_text(&fs, "optimizer state (zero_state)", "%s", o->zero_state ? "zeros" : "bound like any input");
     add_text(&fs, "steps", "%lld", (long long)(o->steps > 0 ? o->steps : 1));
+    /* The library of the f32 dots as asked: each gives its own last bits on
+     * a large dot (amx-bf16x3 not f32's at all), so ranks asking for
+     * different ones would join shards of different computations. */
+    static const char *const sgemm[] = {"probe", "openblas", "blis", "onednn", "amx-bf16x3", "avx512"};
+    int32_t lib = o->tuning.sgemm;
+    add_text(&fs, "f32 GEMM library (--sgemm, TESSEL_SGEMM)", "%s",
+             lib >= 0 && lib < (int32_t)(sizeof sgemm / sizeof sgemm[0]) ? sgemm[lib] : "unknown");
     /* ops: every rank's tables are gathered after the run (run_mpi.c),
      * so a rank with them and one without would not meet there. */
     add_text(&fs, "statistics (stats)", "%s", !o->stats ? "off" : o->stats_ops > 0 ? "ops" : "on");

@@ -117,6 +117,14 @@ char *api_read_file(const char *path, size_t *len, IrDiag *d);
 /* The same in an ir_big_alloc block (huge pages for a large file), for a
  * text ir_parse_take keeps. */
 char *api_read_file_big(const char *path, size_t *len, IrDiag *d);
+/* fsync the directory `dir` (its entries: a rename into it is on the disk
+ * once this returns true); false with errno set. */
+bool api_sync_dir(const char *dir);
+/* The directory holding `path` ("a/b/" and "a/b": "a"; "b": "."; "/b":
+ * "/") into out (cap bytes); false (ENAMETOOLONG) when it does not fit. */
+bool api_parent(const char *path, char *out, size_t cap);
+/* fsync the directory holding `path` (api_sync_dir of api_parent). */
+bool api_sync_parent(const char *path);
 /* ts_module_parse or ts_plan_parse: text (named `name`) to a handle. */
 typedef TsStatus (*ApiParse)(const char *name, const char *text, size_t len, const TsLimits *lim, void **out,
                              TsDiag *d);

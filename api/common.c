@@ -356,6 +356,45 @@ static bool write_all(int fd, const char *text, size_t n)
     return true;
 }
 
+bool api_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = fsync(fd) == 0;
+    int err = errno;
+    close(fd);
+    errno = err;
+    return ok;
+}
+
+bool api_parent(const char *path, char *out, size_t cap)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') /* "a/b/" is b, in a */
+        n--;
+    size_t k = n;
+    while (k > 0 && path[k - 1] != '/')
+        k--;
+    while (k > 1 && path[k - 1] == '/')
+        k--;
+    const char *dir = k == 0 ? "." : path;
+    size_t len = k == 0 ? 1 : k;
+    if (len >= cap) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    memcpy(out, dir, len);
+    out[len] = 0;
+    return true;
+}
+
+bool api_sync_parent(const char *path)
+{
+    char dir[PATH_MAX];
+    return api_parent(path, dir, sizeof dir) && api_sync_dir(dir);
+}
+
 TsStatus ts_write_text(const char *path, const char *text, TsDiag *d)
 {
     API_NEED(path, d);
@@ -395,6 +434,11 @@ TsStatus ts_write_text(const char *path, const char *text, TsDiag *d)
         }
     }
     bool ok = fd >= 0 && write_all(fd, text, n);
+    /* On the disk before the rename makes it the file, and the rename
+     * itself after it: a crash of the machine leaves the old file or the
+     * new one, never an empty or partial one under the name. */
+    if (ok && !special)
+        ok = fsync(fd) == 0;
     int err = errno;
     if (fd >= 0 && close(fd) != 0 && ok) {
         ok = false;
@@ -404,12 +448,18 @@ TsStatus ts_write_text(const char *path, const char *text, TsDiag *d)
         ok = false;
         err = errno;
     }
+    bool synced = !ok || special || api_sync_parent(path);
+    int sync_err = errno;
     if (!ok && !special && fd >= 0)
         unlink(tmp);
     ts_free(tmp);
     if (!ok)
         return api_give(ir_error(&id, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "cannot write %s: %s", path,
                                  strerror(err ? err : ENOMEM)),
+                        &id, d);
+    if (!synced) /* renamed already: the file is whole, its rename may not be on the disk */
+        return api_give(ir_error(&id, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "cannot sync the directory of %s: %s",
+                                 path, strerror(sync_err)),
                         &id, d);
     return TS_OK;
 }

@@ -17,6 +17,10 @@
  *                      SHA-256 of the manifest itself (the JSON without
  *                      that key, compact with sorted keys)
  *
+ * The temporaries are on the disk before the renames (syncfs) and the
+ * renames after them (DIR fsync()ed), so a crash of the machine (not only
+ * of tessel) leaves whole files under the names.
+ *
  * Then what an earlier run left and this one did not rewrite is removed:
  * the files the earlier manifest lists (unchanged) and temporaries of
  * runs that died. Other files in DIR are never touched, also those under
@@ -40,6 +44,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +60,8 @@ struct TsOutputDir {
     bool made;               /* DIR did not exist: made here */
     dev_t dev;               /* DIR's identity when it was locked */
     ino_t ino;
+    bool (*cancelled)(void *ctx); /* asked before the renames (ts_output_dir_on_cancel) */
+    void *cancel_ctx;
 };
 
 static const char LOCK[] = ".tessel.lock";
@@ -132,6 +139,25 @@ static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
     return st;
 }
 
+/* Could DIR, missing (stat's errno err), be made when the outputs come?
+ * Its parent must be a directory this process may write into: a path
+ * that cannot be made (its parent missing, a file or read-only; a loop of
+ * links) is the run's error before it runs, not after all its steps
+ * (where lock_dir would say the same). */
+static TsStatus can_make(const char *dir, int err, TsDiag *d)
+{
+    if (err != ENOENT)
+        return fail_errno(IR_ERUNTIME, dir, "cannot use the output directory", err, d);
+    char parent[PATH_MAX];
+    struct stat sb;
+    err = !api_parent(dir, parent, sizeof parent) ? errno
+          : stat(parent, &sb) != 0              ? errno
+          : !S_ISDIR(sb.st_mode)                ? ENOTDIR
+          : access(parent, W_OK | X_OK) != 0    ? errno
+                                                : 0;
+    return err ? fail_errno(IR_ERUNTIME, dir, "cannot create the output directory", err, d) : TS_OK;
+}
+
 /* ts_output_dir_open (make: false) and ts_output_dir_make (true). */
 static TsStatus open_dir(const char *dir, bool make, TsOutputDir **out, TsDiag *d)
 {
@@ -150,7 +176,7 @@ static TsStatus open_dir(const char *dir, bool make, TsOutputDir **out, TsDiag *
      * that fails (or is killed) before leaves no directory behind, and a
      * run that made it in the meantime holds its lock or has finished. */
     struct stat sb;
-    TsStatus st = make || stat(dir, &sb) == 0 ? lock_dir(od, d) : TS_OK;
+    TsStatus st = make || stat(dir, &sb) == 0 ? lock_dir(od, d) : can_make(dir, errno, d);
     if (st != TS_OK) {
         ts_output_dir_close(od);
         return st;
@@ -173,6 +199,14 @@ TsStatus ts_output_dir_make(const char *dir, TsOutputDir **out, TsDiag *d)
     API_NEED(dir, d);
     API_NEED(out, d);
     return open_dir(dir, true, out, d);
+}
+
+void ts_output_dir_on_cancel(TsOutputDir *od, bool (*cancelled)(void *ctx), void *ctx)
+{
+    if (!od)
+        return;
+    od->cancelled = cancelled;
+    od->cancel_ctx = ctx;
 }
 
 void ts_output_dir_close(TsOutputDir *od)
@@ -444,6 +478,20 @@ static char *manifest_text(const TsOutputs *o, const Set *s)
     return r;
 }
 
+/* syncfs() of the file system holding dir: every file written there is
+ * on the disk (the set's temporaries, at once). */
+static bool sync_fs(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = syncfs(fd) == 0;
+    int err = errno;
+    close(fd);
+    errno = err;
+    return ok;
+}
+
 /* Write the manifest text to a temporary; *tmp its path. */
 static IrStatus write_manifest(const char *dir, const char *text, char **tmp, IrDiag *d)
 {
@@ -692,6 +740,21 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
     if (st == IR_OK)
         st = write_manifest(od->dir, mtext, &mtmp, &id);
     ts_free(mtext);
+    /* Every temporary on the disk before the renames make them the
+     * outputs: a machine that crashes after them keeps whole files under
+     * the names, not empty ones the page cache never wrote out. One
+     * syncfs() for the set: an fsync() each commits the file system's
+     * journal each time (5.6 ms a file on this project's machines: 0.4 s
+     * for 64 outputs; 65,536 outputs are 4.5 s of writing out either way) */
+    if (st == IR_OK && !sync_fs(od->dir))
+        st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0}, "cannot sync the outputs to the disk: %s",
+                      strerror(errno));
+    /* The last moment to give up with DIR as it was: after the first
+     * rename an earlier run's file is replaced. */
+    if (st == IR_OK && od->cancelled && od->cancelled(od->cancel_ctx))
+        st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0},
+                      "the write was cancelled before the outputs were renamed into place; the directory is as it "
+                      "was");
     /* Every file is complete: rename them, the manifest last. */
     for (int32_t i = 0; st == IR_OK && i < s.n; i++) {
         char *fin = join(od->dir, s.e[i].name);
@@ -710,6 +773,10 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
         st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0}, "cannot rename %s: %s", MANIFEST,
                       strerror(mfin ? errno : ENOMEM));
     ts_free(mfin);
+    /* The renames on the disk too, before the run says it is done. */
+    if (st == IR_OK && !api_sync_dir(od->dir))
+        st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0}, "cannot sync the output directory: %s",
+                      strerror(errno));
     if (st == IR_OK) {
         remove_stale(o, od->dir, &s, earlier);
     } else if (s.e) {

@@ -712,7 +712,9 @@ TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes
  * with the first one's; the lock goes with the process. An existing DIR
  * is locked here: hold it from before the run to after the write. A
  * missing DIR is made and locked by ts_outputs_write_to (a run that fails
- * before leaves no directory). */
+ * before leaves no directory); here it is only checked that it can be
+ * made (its parent a directory this process may write into, TS_ERUNTIME
+ * otherwise), so that a run fails before its work, not after it. */
 typedef struct TsOutputDir TsOutputDir;
 TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d);
 /* ts_output_dir_open, but a missing DIR is made and locked now (a
@@ -722,6 +724,13 @@ TsStatus ts_output_dir_make(const char *dir, TsOutputDir **out, TsDiag *d);
 /* Release the lock; a directory that open made and that stayed empty is
  * removed. NULL: nothing. */
 void ts_output_dir_close(TsOutputDir *od);
+/* cancelled(ctx) is asked by ts_outputs_write_to once every file is
+ * complete, before the first rename: true gives up the write (its
+ * temporaries removed, DIR as it was, an earlier run's outputs kept;
+ * TS_ERUNTIME saying so). A caller that defers SIGINT/SIGTERM while
+ * outputs are written uses it so that a signal leaves the earlier outputs,
+ * not none. NULL cancelled: never. NULL od: nothing. */
+void ts_output_dir_on_cancel(TsOutputDir *od, bool (*cancelled)(void *ctx), void *ctx);
 /* Write DIR/output_<i>.npy, DIR/outfeed_<i>.npy, DIR/NAME.npy (each
  * tessel_save) and the manifest DIR/outputs.json (the run's id, the
  * model's SHA-256, each file's kind, dtype, shape and SHA-256) all or

@@ -17,6 +17,7 @@ PACKAGES=(
     python3-mpi4py   # tests/python/mpi_run.py: the Python module under mpirun (skipped without)
     python3          # the end-to-end tests write and read .npy with it
     valgrind         # the valgrind ctest label
+    strace           # tests/e2e/hostile_files.sh: outputs are fsync()ed before their renames
     clang libclang-rt-dev   # the libFuzzer targets (tests/fuzz/run.sh)
     graphviz         # dot: tessel plan --format html draws its graph with it; tests parse the DOT output
     chromium         # tests/e2e/plan_html.sh opens the HTML plan in a headless browser

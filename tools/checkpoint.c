@@ -60,12 +60,26 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* fsync the directory dir (its entries); false with errno set. */
+static bool sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = fsync(fd) == 0;
+    int err = errno;
+    close(fd);
+    errno = err;
+    return ok;
+}
 
 static int ckpt_error(const char *fmt, const char *a, const char *b)
 {
@@ -366,8 +380,28 @@ static int same_inputs(const CliCkpt *c, const char *taken)
     return CLI_USAGE;
 }
 
+/* The newest checkpoint found so far: its step, directory and record. */
+typedef struct Found {
+    int64_t step;
+    char name[300];
+    char *taken;
+} Found;
+
+static void found_take(Found *f, int64_t s, const char *name, char **t)
+{
+    free(f->taken);
+    f->step = s;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->taken = *t;
+    *t = NULL;
+}
+
 /* The last complete checkpoint of this program in dir (c->done, c->last)
- * that verifies; those that do not are named in a warning. */
+ * that verifies; those that do not are named in a warning. One at the
+ * run's last step (--steps K: a run killed while it wrote its outputs)
+ * holds no more steps to run, and the outputs are not all state: the
+ * run goes on from the checkpoint before it (or from the start) and
+ * step-K is kept as it is (c->final_step). */
 static int find_last(CliCkpt *c, const char *dir)
 {
     DIR *d = opendir(dir);
@@ -376,7 +410,7 @@ static int find_last(CliCkpt *c, const char *dir)
     struct dirent *e;
     bool other = false;
     int nbad = 0;
-    char *taken = NULL;
+    Found best = {0}, below = {0}; /* the newest, the newest before step K */
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, "step-", 5))
             continue;
@@ -388,29 +422,45 @@ static int find_last(CliCkpt *c, const char *dir)
             fprintf(stderr, "tessel: warning: --resume: %s/%s is not used: %s\n", dir, e->d_name, why);
             nbad++;
         }
-        if (s > c->done) {
-            c->done = s;
-            snprintf(c->last, sizeof c->last, "%s/%s", dir, e->d_name);
-            free(taken);
-            taken = t;
-        } else {
-            free(t);
+        if (s > 0 && s < c->steps && s > below.step) {
+            char *copy = t ? strdup(t) : NULL;
+            if (copy) /* (out of memory: the one before it stays) */
+                found_take(&below, s, e->d_name, &copy);
         }
+        if (s > best.step)
+            found_take(&best, s, e->d_name, &t);
+        free(t);
     }
     closedir(d);
-    if (c->done > 0) {
-        int rc = same_inputs(c, taken);
-        free(taken);
+    if (best.step > 0 && best.step == c->steps) {
+        c->final_step = best.step;
+        if (below.step > 0) {
+            free(best.taken);
+            best = below;
+        } else {
+            /* none before it: from the start, with the inputs step-K was taken with */
+            best.step = 0;
+            free(below.taken);
+        }
+    } else {
+        free(below.taken);
+    }
+    c->done = best.step;
+    if (best.step > 0 || c->final_step) /* (done 0: step-K's, for the messages) */
+        snprintf(c->last, sizeof c->last, "%s/%s", dir, best.name);
+    if (best.taken) {
+        int rc = same_inputs(c, best.taken);
+        free(best.taken);
         if (rc != CLI_OK)
             return rc;
     }
-    if (c->done == 0)
+    if (c->done == 0 && !c->final_step)
         return ckpt_error(nbad  ? "--resume %s: no checkpoint there verifies (warnings above)%s"
                           : other ? "--resume %s: its checkpoints belong to another program (another model, "
                                     "options or layout: their digest is not this plan's)%s"
                                   : "--resume %s: no complete checkpoint there%s",
                           dir, "");
-    if (nbad)
+    if (nbad && c->done > 0)
         fprintf(stderr, "tessel: warning: --resume: resuming from %s, the last checkpoint that verifies\n", c->last);
     if (c->done > c->steps) {
         char s[32], k[32];
@@ -524,7 +574,7 @@ static int refuse_written_step(const CliCkpt *c)
     int64_t first = -1;
     for (struct dirent *e; (e = readdir(d));) {
         int64_t s = step_of_name(e->d_name);
-        if (s > c->done && s <= c->steps && s % c->every == 0 && (first < 0 || s < first))
+        if (s > c->done && s <= c->steps && s % c->every == 0 && s != c->final_step && (first < 0 || s < first))
             first = s;
     }
     closedir(d);
@@ -544,17 +594,80 @@ static int refuse_written_step(const CliCkpt *c)
     return ckpt_error("%s%s", what, "");
 }
 
+/* Is name a checkpoint's temporary directory (cli_ckpt_write's mkdtemp:
+ * ".step-<S>.XXXXXX"; Python's tempfile.mkdtemp gives 8 characters)? */
+static bool temp_step_name(const char *name)
+{
+    if (strncmp(name, ".step-", 6))
+        return false;
+    const char *dot = strchr(name + 6, '.');
+    if (!dot || dot == name + 6 || (size_t)(dot - name - 6) != strspn(name + 6, "0123456789"))
+        return false;
+    const char *x = dot + 1;
+    size_t n = strlen(x);
+    return n >= 6 && n <= 8 && strspn(x, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == n;
+}
+
+/* Is name a file cli_ckpt_write puts in a checkpoint (its outputs and
+ * saves, the manifests, the lock and the temporaries of each)? */
+static bool step_file_name(const char *name)
+{
+    size_t n = strlen(name);
+    return !strcmp(name, "checkpoint.json") || !strcmp(name, "outputs.json") || !strcmp(name, ".tessel.lock") ||
+           !strncmp(name, ".tessel-tmp-", 12) || !strncmp(name, "checkpoint.json.tmp.", 20) ||
+           (n > 4 && !strcmp(name + n - 4, ".npy") && name[0] != '.');
+}
+
+/* The temporaries of checkpoints a killed run was writing (.step-S.XXXXXX
+ * in dir, which this process now holds, so no run is writing them): their
+ * files removed, then the directory; one holding anything else is left
+ * (rmdir fails), so nothing tessel did not write goes. */
+static void remove_stale_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!temp_step_name(e->d_name))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *t = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!t) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        struct stat sb;
+        for (struct dirent *f; (f = readdir(t));)
+            if (step_file_name(f->d_name) && fstatat(fd, f->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISREG(sb.st_mode))
+                unlinkat(fd, f->d_name, 0);
+        closedir(t);
+        unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
 /* Hold c->dir for the writer, if it exists (a missing one is made and held
- * by the first checkpoint), then refuse the steps it already holds. */
+ * by the first checkpoint), clear the temporaries of runs killed while
+ * they wrote a checkpoint there, then refuse the steps it already holds. */
 static int hold_dir(CliCkpt *c)
 {
-    struct stat sb;
-    if (!c->in_output_dir && stat(c->dir, &sb) == 0) {
+    if (!c->in_output_dir) {
+        /* A missing one is only checked here (ts_output_dir_open: its
+         * parent must let it be made), so a path that cannot be made
+         * fails before the first chunk of steps, not after it. */
+        struct stat sb;
+        bool exists = stat(c->dir, &sb) == 0;
+        TsOutputDir *check = NULL;
         TsDiag d = {0};
-        TsStatus st = ts_output_dir_open(c->dir, &c->held, &d);
+        TsStatus st = ts_output_dir_open(c->dir, exists ? &c->held : &check, &d);
+        ts_output_dir_close(check);
         if (st != TS_OK)
             return cli_report(st, &d);
     }
+    if (c->held) /* (an --output-dir is held by cmd_run.c, under mpirun only later) */
+        remove_stale_temps(c->dir);
     return refuse_written_step(c);
 }
 
@@ -668,7 +781,7 @@ int cli_ckpt_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c, TsRunOptio
 
 bool cli_ckpt_due(const CliCkpt *c)
 {
-    return c->dir && c->every && c->done % c->every == 0;
+    return c->dir && c->every && c->done % c->every == 0 && c->done != c->final_step;
 }
 
 /* Release c->dir after a failed first checkpoint (removed if this run
@@ -741,6 +854,15 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
     if (st == TS_OK && rename(tmp, final) != 0) {
         fprintf(stderr, "tessel: error: checkpoint %s: %s\n", final, strerror(errno));
         st = TS_ERUNTIME;
+    }
+    /* Its files were synced before their renames (ts_outputs_write,
+     * ts_write_text); the step's own rename goes to the disk before the
+     * run goes on, so a checkpoint said written survives a crash of the
+     * machine. (Renamed already: a failure here leaves it for a resume to
+     * verify.) */
+    if (st == TS_OK && !sync_dir(c->dir)) {
+        fprintf(stderr, "tessel: error: checkpoint %s: cannot sync %s: %s\n", final, c->dir, strerror(errno));
+        return CLI_FAIL;
     }
     if (st != TS_OK) {
         /* Nothing half-written stays: the temporary directory goes. */

@@ -177,6 +177,9 @@ typedef struct CliCkpt {
     const char *dir;         /* where checkpoints go; NULL: none are written */
     int64_t every, steps;    /* M and K */
     int64_t done;            /* steps done so far (from --resume, then per chunk) */
+    int64_t final_step;      /* --resume found step K (the run's last) checkpointed: the
+                              * steps after the checkpoint before it run again for the
+                              * outputs, and step-K is not written again (0: not so) */
     char digest[65];         /* the plan's SHA-256 */
     char *taken_with;        /* what the inputs were (checkpoint.json's "random_inputs"
                               * and "inputs" members; heap): a resume must give the same */

@@ -14,7 +14,9 @@
  * handler ends the process at once (_exit: the executor cannot be
  * interrupted mid-kernel, and no state needs saving). While outputs are
  * written (temporaries, then renames) the handler only records the signal;
- * the writer finishes, then removes every output and exits.
+ * the writer gives up before its first rename (the directory as it was:
+ * an earlier run's outputs stay whole) and the process exits; a signal
+ * during the renames themselves leaves the new set complete and kept.
  */
 #include "cli.h"
 
@@ -156,7 +158,9 @@ static const char HELP[] =
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad\n"
     "input (syntax or verifier error, bad or missing .npy, unbound parameter);\n"
-    "130 / 143 interrupted by SIGINT / SIGTERM (no output file is left).\n";
+    "130 / 143 interrupted by SIGINT / SIGTERM (no output of the run is left:\n"
+    "the output directory stays as it was, but for a signal that comes as the\n"
+    "run's complete outputs are renamed into place, which keeps them).\n";
 
 /* ---- signals ---- */
 
@@ -474,8 +478,19 @@ static void release_output_dir(void)
     g_outdir = NULL;
 }
 
-/* Write the outputs (or print them) with signals deferred; a signal that
- * arrived meanwhile removes them all and ends the process. */
+/* ts_output_dir_on_cancel's question: a signal arrived while writing. */
+static bool signalled(void *ctx)
+{
+    (void)ctx;
+    return g_signal != 0;
+}
+
+/* Write the outputs (or print them) with signals deferred. A signal that
+ * arrived before the write renamed anything cancels it there (signalled):
+ * the directory stays as it was, an earlier run's outputs whole, and the
+ * process ends. One that arrived during the renames finds the new set
+ * complete: it is kept (removing it would leave neither set: the renames
+ * replaced the earlier one's files), and the process ends saying so. */
 static int write_or_print(const CliOptions *o, const TsOutputs *out)
 {
     if (!o->output_dir) {
@@ -489,16 +504,26 @@ static int write_or_print(const CliOptions *o, const TsOutputs *out)
         return CLI_OK;
     }
     TsDiag d = {0};
+    TsStatus st = g_outdir ? TS_OK : ts_output_dir_open(o->output_dir, &g_outdir, &d);
+    ts_output_dir_on_cancel(g_outdir, signalled, NULL);
     g_writing = 1;
-    TsStatus st = g_outdir ? ts_outputs_write_to(out, g_outdir, &d) : ts_outputs_write(out, o->output_dir, &d);
+    if (st == TS_OK)
+        st = ts_outputs_write_to(out, g_outdir, &d);
     g_writing = 0;
+    if (g_signal == SIGALRM && st == TS_OK) /* --timeout as the run finished: it did */
+        g_signal = 0;
     if (g_signal) {
-        /* Only a write that succeeded has files of this run to remove: a
-         * failed one has undone its own, and what the names lead to now
-         * is an earlier run's set or, in a directory replaced meanwhile,
-         * the user's files. */
-        if (st == TS_OK)
-            ts_outputs_remove(out, o->output_dir);
+        if (st == TS_OK) {
+            static const char m[] = "tessel: %s while the outputs were renamed into place: they are complete "
+                                    "(outputs.json); ended\n";
+            fprintf(stderr, m, g_signal == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
+            release_output_dir();
+            _exit(128 + g_signal);
+        }
+        /* A write that failed or was cancelled has undone its own files:
+         * what the names lead to is an earlier run's set or, in a
+         * directory replaced meanwhile, the user's files. */
+        ts_diag_clear(&d);
         release_output_dir(); /* removes the directory if this run made it */
         on_signal(g_signal);
     }
@@ -547,8 +572,16 @@ static void ckpt_stats(const CliOptions *o, const CliCkpt *ck)
 /* The lines a checkpointed run says: where it resumed, each checkpoint. */
 static void say_resumed(bool speak, const CliCkpt *ck)
 {
-    progress_say(speak, "resumed from %s (step %lld of %lld)", ck->last, (long long)ck->done,
-                 (long long)ck->steps);
+    if (ck->final_step && ck->done)
+        progress_say(speak, "step-%lld is the run's last checkpoint, kept: its outputs come from steps %lld to %lld "
+                     "run again from %s", (long long)ck->final_step, (long long)ck->done + 1, (long long)ck->steps,
+                     ck->last);
+    else if (ck->final_step)
+        progress_say(speak, "step-%lld is the run's last checkpoint, kept: its outputs come from the %lld steps run "
+                     "again from the start (no checkpoint before it)", (long long)ck->final_step, (long long)ck->steps);
+    else
+        progress_say(speak, "resumed from %s (step %lld of %lld)", ck->last, (long long)ck->done,
+                     (long long)ck->steps);
 }
 
 static void say_written(bool speak, const CliCkpt *ck)
@@ -616,7 +649,7 @@ static int run_alone(const CliOptions *o, double t0)
         TsDiag d = {0};
         TsStatus st = TS_OK;
         rc = cli_ckpt_setup(o, p, &ck, true);
-        if (rc == CLI_OK && ck.done)
+        if (rc == CLI_OK && (ck.done || ck.final_step))
             say_resumed(true, &ck);
         while (rc == CLI_OK) {
             TsRunOptions ro = run_options(o, cli_now() - t0);
@@ -736,7 +769,7 @@ static int run_mpi(const CliOptions *o, double t0)
     memset(&ck, 0, sizeof ck);
     if (rc == CLI_OK)
         rc = cli_ckpt_setup(o, p, &ck, rank == 0);
-    if (rc == CLI_OK && ck.done)
+    if (rc == CLI_OK && (ck.done || ck.final_step))
         say_resumed(rank == 0, &ck);
     int stop = agree_loaded(w, rc);
     if (stop >= 0) {

@@ -757,6 +757,19 @@ class _HeldDir:
         self.path, self.handle = path, None
         if os.path.exists(path):
             self._take(_lib.ts_output_dir_open)
+            _remove_stale_temps(path)
+        else:
+            # made (with its parents) at the first checkpoint: a path that
+            # cannot be made fails now, not after the first chunk of steps
+            # (it was an OSError from os.makedirs then), as the command line
+            top = os.path.abspath(path)
+            while not os.path.lexists(top):
+                top = os.path.dirname(top)
+            why = ("not a directory" if not os.path.isdir(top) else
+                   "not writable" if not os.access(top, os.W_OK | os.X_OK) else None)
+            if why:
+                raise Error(Status.ERUNTIME, "%s: cannot create the checkpoint directory: %s is %s"
+                            % (os.fspath(path), top, why))
 
     def _take(self, fn):
         h = ctypes.c_void_p()
@@ -774,15 +787,41 @@ class _HeldDir:
             self.handle = None
 
 
-def _refuse_written_step(ckdir, done, steps, every):
+_STEP_FILE = re.compile(r"checkpoint\.json|outputs\.json|\.tessel\.lock|\.tessel-tmp-.*|checkpoint\.json\.tmp\..*|"
+                        r"[^.].*\.npy")
+
+
+def _remove_stale_temps(ckdir):
+    """The temporaries of checkpoints a killed run was writing
+    (.step-S.XXXXXX, the command line's or ours) in ckdir, which this
+    process holds: their files that a checkpoint holds, then the directory
+    (one holding anything else stays; tools/checkpoint.c alike)."""
+    for name in os.listdir(ckdir):
+        if not re.fullmatch(r"\.step-[0-9]+\.[A-Za-z0-9_]{6,8}", name):
+            continue
+        t = os.path.join(ckdir, name)
+        if os.path.islink(t) or not os.path.isdir(t):
+            continue
+        for f in os.listdir(t):
+            p = os.path.join(t, f)
+            if _STEP_FILE.fullmatch(f) and os.path.isfile(p) and not os.path.islink(p):
+                os.unlink(p)
+        try:
+            os.rmdir(t)
+        except OSError:
+            pass
+
+
+def _refuse_written_step(ckdir, done, steps, every, final=0):
     """A step-S in ckdir that this run would write again (tools/checkpoint.c
-    refuse_written_step): refused before the first step."""
+    refuse_written_step): refused before the first step. `final`: the run's
+    last step, checkpointed and kept (not written again)."""
     try:
         names = os.listdir(ckdir)
     except OSError:
         return
     hits = [int(m.group(1)) for m in (re.fullmatch(r"step-([1-9][0-9]{0,17})", n) for n in names) if m]
-    hits = sorted(s for s in hits if done < s <= steps and s % every == 0)
+    hits = sorted(s for s in hits if done < s <= steps and s % every == 0 and s != final)
     if not hits:
         return
     if done == 0:
@@ -792,6 +831,15 @@ def _refuse_written_step(ckdir, done, steps, every):
         what = ("%s already holds step-%d, a checkpoint this run (from step %d) would write again: move it away, "
                 "or give another checkpoint_dir" % (ckdir, hits[0], done))
     raise Error(Status.EINPUT, what)
+
+
+def _sync_dir(path):
+    """fsync the directory `path`: the renames into it are on the disk."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_checkpoint(out, ckdir, step, steps, digest, aliases, taken_with):
@@ -806,7 +854,12 @@ def _write_checkpoint(out, ckdir, step, steps, digest, aliases, taken_with):
         _call(_lib.ts_outputs_verify, os.fsencode(tmp), osha)
         with open(os.path.join(tmp, "checkpoint.json"), "w") as f:
             f.write(_checkpoint_text(step, steps, digest, osha.value.decode(), aliases, taken_with))
+            # on the disk before the renames, as ts_outputs_write's files
+            f.flush()
+            os.fsync(f.fileno())
+        _sync_dir(tmp)
         os.rename(tmp, final)
+        _sync_dir(ckdir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -817,7 +870,7 @@ def _last_checkpoint(ckdir, digest, steps):
     """(step, path, inputs record) of the last checkpoint of this program in
     ckdir that verifies, by the command line's rules (docs/cli.md,
     --resume): those that do not are named in a warning and passed over."""
-    best, other, bad = (0, None, None), False, 0
+    best, below, other, bad = (0, None, None), (0, None, None), False, 0
     try:
         names = os.listdir(ckdir)
     except OSError as e:
@@ -858,17 +911,26 @@ def _last_checkpoint(ckdir, digest, steps):
         if why:
             warnings.warn("tessel: resume: %s is not used: %s" % (sdir, why))
             bad += 1
-        elif ck["step"] > best[0]:
+        else:
             taken = text[text.index('"random_inputs": '):text.rindex(_SELF_KEY)]
             if "init_state" not in ck:  # an older tessel's: not given
                 taken += ', "init_state": "none"'
-            best = (ck["step"], sdir, taken)
+            if ck["step"] > best[0]:
+                best = (ck["step"], sdir, taken)
+            if below[0] < ck["step"] < steps:
+                below = (ck["step"], sdir, taken)
+    if best[1] is not None and best[0] == steps:
+        # The run's last step (a run killed while its outputs were written):
+        # no steps are left and the outputs are not all state, so the steps
+        # after the checkpoint before it run again (from the start where
+        # none is) and step-`steps` is kept (tools/checkpoint.c alike).
+        return (below[0], below[1], below[2] or best[2], steps) if below[1] else (0, None, best[2], steps)
     if best[1] is None:
         raise Error(Status.EINPUT, "resume %s: %s" % (ckdir, "no checkpoint there verifies" if bad else
                     "its checkpoints belong to another program" if other else "no complete checkpoint there"))
     if best[0] > steps:
         raise Error(Status.EINPUT, "resume: the last checkpoint is at step %d, past steps %d" % (best[0], steps))
-    return best
+    return best + (0,)
 
 
 def _checkpointed(plan, inputs, options, every, ckdir, resume):
@@ -898,7 +960,7 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
     dg = ctypes.create_string_buffer(65)
     _call(_lib.ts_plan_digest, h, dg)
     digest = dg.value.decode()
-    done, last, taken = _last_checkpoint(os.fspath(resume), digest, steps) if resume else (0, None, None)
+    done, last, taken, final = _last_checkpoint(os.fspath(resume), digest, steps) if resume else (0, None, None, 0)
     if inputs is None:
         given = {}
     elif isinstance(inputs, dict):
@@ -906,7 +968,7 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
     else:
         given = {k: v for k, v in enumerate(inputs) if v is not None}
     taken_with = _taken_with(plan, given, options.get("random"), aliases, options.get("init_state"))
-    if last and taken != taken_with:
+    if taken is not None and taken != taken_with:
         then, now = json.loads("{%s}" % taken), json.loads("{%s}" % taken_with)
         if then["init_state"] != now["init_state"]:
             what = "it was taken with init_state=%s, this run gives init_state=%s" % tuple(
@@ -921,25 +983,25 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
             what = "input %s %s" % (k, "has other content" if k in a and k in b else
                                     "was given then and is not now" if k in a else "is given now and was not then")
         raise Error(Status.EINPUT, "resume %s: %s; resume with the inputs the checkpoint was taken with (the "
-                    "state comes from it)" % (last, what))
+                    "state comes from it)" % (last or os.path.join(os.fspath(resume), "step-%d" % final), what))
     held = None
     if every:
         held = _HeldDir(ckdir)
         try:
-            _refuse_written_step(ckdir, done, steps, every)
+            _refuse_written_step(ckdir, done, steps, every, final)
         except BaseException:
             held.close()
             raise
     try:
         return _checkpointed_chunks(plan, h, given, options, steps, every, done, last, ckdir, digest, aliases,
-                                    taken_with, held)
+                                    taken_with, held, final)
     finally:
         if held:
             held.close()
 
 
 def _checkpointed_chunks(plan, h, given, options, steps, every, done, last, ckdir, digest, aliases, taken_with,
-                         held):
+                         held, final=0):
     """_checkpointed's steps: chunks of `every`, a checkpoint after each,
     into ckdir (held)."""
     history = []
@@ -959,7 +1021,7 @@ def _checkpointed_chunks(plan, h, given, options, steps, every, done, last, ckdi
         try:
             done += chunk
             history += res.history
-            if every and done % every == 0:
+            if every and done % every == 0 and done != final:  # a kept last step is not written again
                 held.make()
                 last = _write_checkpoint(out, ckdir, done, steps, digest, aliases, taken_with)
         finally:

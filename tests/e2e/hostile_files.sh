@@ -5,7 +5,9 @@
 # nothing is written by a refused run.
 #  1. output_0.npy and outputs.json planted as symlinks to a user's file:
 #     the link is replaced, the file it points to is untouched.
-#  2. --output-dir naming a regular file: status 2, "not a directory".
+#  2. --output-dir naming a regular file: status 2, "not a directory";
+#     one that cannot be made (under a file, a missing parent, a loop of
+#     links), or such a --checkpoint-dir: status 1 before the run.
 #  3. A user's file named output_0.npy in the output directory, read by
 #     the run as its --input: status 2 naming it, the file unchanged, no
 #     manifest (the run replaced it with its output before).
@@ -35,6 +37,12 @@
 #     the run computes (it is locked at the start): status 1 naming it,
 #     the user's output_0.npy in the new one kept; removed: status 1, not
 #     made again (the outputs went into whatever was at the path before).
+# 13. Every file renamed into place (outputs, manifest, checkpoint.json,
+#     a plan) was synced before, its directory after (strace).
+# 14. A full disk (a 64 KiB tmpfs) for outputs and checkpoints: status 1,
+#     no temporary, the earlier outputs and checkpoints whole.
+# 15. SIGTERM or SIGINT while the outputs are written: the earlier run's
+#     outputs stay whole, no temporary.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -48,6 +56,7 @@ ENTRY main {
 HLO
 npy_write "$WORK/a.npy" '<f4' 4 0 1 2 3
 run2() { expect_status "$1" "$TESSEL" run "${@:2}"; }
+SGD0="$TESSEL_SRC/tests/e2e/sgd_step.hlo"
 
 # ---- 1. planted symlinks ----
 echo "victim" >"$WORK/victim.txt"
@@ -67,6 +76,22 @@ echo "hostile_files: planted symlinks are replaced, their targets untouched"
 run2 2 "$M" --num-partitions 2 --input 0="$WORK/a.npy" --output-dir "$WORK/victim.txt"
 expect_in "$ERR" "tessel: $WORK/victim.txt: error: not a directory"
 [ "$(cat "$WORK/victim.txt")" = victim ] || fail "--output-dir FILE changed the file"
+# A directory that cannot be made (under a file, a missing parent, a loop
+# of links) fails before the run, not after all its steps: a loop that
+# never ends is refused at once (on main it ran until the timeout, and a
+# 20,000-step run failed after its steps); --checkpoint-dir likewise.
+FOREVER="$TESSEL_SRC/tests/e2e/bounds/forever.hlo"
+ln -s loop2 "$WORK/loop1" && ln -s loop1 "$WORK/loop2"
+for bad in "$WORK/victim.txt/sub" "$WORK/none/sub" "$WORK/loop1" "$WORK/loop1/sub"; do
+    expect_status 1 timeout 20 "$TESSEL" run "$FOREVER" --random-inputs 1 --output-dir "$bad"
+    expect_in "$ERR" "tessel: $bad: error: cannot"
+    expect_in "$ERR" "the output directory: "
+done
+expect_in "$ERR" "Too many levels of symbolic links"
+expect_status 1 timeout 20 "$TESSEL" run "$SGD0" --random-inputs 3 --steps 4 --checkpoint-every 2 \
+    --checkpoint-dir "$WORK/none/ck"
+expect_in "$ERR" "tessel: $WORK/none/ck: error: cannot create the output directory: No such file or directory"
+[ ! -e "$WORK/none" ] || fail "a refused --checkpoint-dir was made"
 
 # ---- 3. the input is a user's file under an output's name ----
 mkdir "$WORK/o3"
@@ -277,3 +302,151 @@ for how in replace remove; do
     [ "$(ls -A "$D12.moved")" = .tessel.lock ] || fail "the moved directory was written: $(ls -A "$D12.moved")"
 done
 echo "hostile_files: an output directory replaced or removed mid-run is not written into"
+
+# ---- 13. what a run writes is on the disk before it is renamed ----
+# strace -y names each fsync's file: every temporary renamed into place
+# (the outputs, the manifest, a checkpoint's checkpoint.json, a plan) was
+# on the disk before its rename (its fsync, or a syncfs after it was
+# made), and the directory after it (the step directory's too), so a
+# crash of the machine leaves whole files under the names (on main
+# nothing was synced: an empty output_0.npy could follow a crash).
+if command -v strace >/dev/null 2>&1 && strace -f -o /dev/null true 2>/dev/null; then
+    R=$(realpath "$WORK") # strace -y prints resolved paths
+    # (LeakSanitizer does not work under ptrace: off for the traced runs)
+    traced() { env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -y \
+        -e trace=openat,fsync,syncfs,rename,renameat,renameat2 -o "$WORK/trace" "$@" >/dev/null 2>&1 ||
+        fail "the traced $* failed"; }
+    synced_before_renames() { # each file renamed into place synced after it was made (fsync, or a syncfs), its directory after
+        "$PY" - "$WORK/trace" <<'PY' || fail "a file was renamed into place before it was on the disk: $(cat "$WORK/trace")"
+import re, sys
+made, synced, pending, renames = {}, set(), set(), 0
+for n, line in enumerate(open(sys.argv[1])):
+    line = line.strip()
+    # (a call another thread interrupts is split into "<unfinished ...>"
+    # and "<... resumed>" lines: its arguments are on the first)
+    m = re.search(r'\bopenat\(AT_FDCWD[^,]*, "([^"]*)", [^)]*O_CREAT', line)
+    if m:
+        made[m.group(1)] = n
+        synced.discard(m.group(1))
+        continue
+    m = re.search(r'\b(fsync|syncfs)\(\d+<([^>]*)>', line)
+    if m:
+        if m.group(1) == "syncfs":  # the whole file system: every file made so far
+            synced.update(made)
+        else:
+            synced.add(m.group(2))
+            pending.discard(m.group(2))
+        continue
+    m = re.search(r'\brename(?:at2?)?\((?:AT_FDCWD[^,]*, )?"([^"]*)", (?:AT_FDCWD[^,]*, )?"([^"]*)"', line)
+    if m:
+        src, dst = m.groups()
+        # a file must be synced; a directory renamed whole (a checkpoint), the files made in it
+        inside = [f for f in made if f.startswith(src + "/")]
+        if src not in synced and not (inside and all(f in synced for f in inside)):
+            sys.exit("renamed before it was synced: %s" % src)
+        pending.add(dst.rsplit("/", 1)[0])
+        renames += 1
+if pending or renames == 0:
+    sys.exit("directories not synced after their renames: %s (%d renames)" % (sorted(pending), renames))
+PY
+    }
+    traced "$TESSEL" run "$SGD" --random-inputs 3 --steps 4 --checkpoint-every 2 --checkpoint-dir "$R/ck14" \
+        --output-dir "$R/o14"
+    synced_before_renames
+    grep -q "rename.*\"$R/ck14/\.step-4\.[^\"]*\", .*\"$R/ck14/step-4\"" "$WORK/trace" ||
+        fail "no step-4 rename traced: $(cat "$WORK/trace")"
+    traced "$TESSEL" compile "$M" -o "$R/m.plan"
+    synced_before_renames
+    echo "hostile_files: outputs, manifests, checkpoints and plans are on the disk before their renames, directories after"
+else
+    echo "hostile_files: part 13 skipped (no strace that can trace here)"
+fi
+
+# ---- 14. a full disk ----
+# A 64 KiB tmpfs (mounting needs root and CAP_SYS_ADMIN: skipped without):
+# outputs larger than the disk, a second run into a directory holding a
+# first one's outputs, checkpoints until the disk fills: status 1 with
+# the system's words, no temporary left, the earlier outputs and
+# checkpoints whole (a resume from them gives the uninterrupted result).
+SMALL="$WORK/small"
+mkdir "$SMALL"
+if mount -t tmpfs -o size=64k tmpfs "$SMALL" 2>/dev/null; then
+    trap 'umount "$SMALL" 2>/dev/null || true; [ ! -s "$TESSEL_MPIRUN_NOTES" ] || cat "$TESSEL_MPIRUN_NOTES"; rm -rf "$WORK"' EXIT
+    cat >"$WORK/fill.hlo" <<'HLO'
+HloModule fill, input_output_alias={ {}: (0, {}, may-alias) }
+ENTRY main {
+  x = f32[40,100] parameter(0)
+  c = f32[] constant(0.5)
+  b = f32[40,100] broadcast(c), dimensions={}
+  ROOT y = f32[40,100] add(x, b)
+}
+HLO
+    sed 's/40,100/128,128/g' "$WORK/fill.hlo" >"$WORK/fill_big.hlo"
+    expect_status 1 "$TESSEL" run "$WORK/fill_big.hlo" --random-inputs 1 --output-dir "$SMALL/o"
+    expect_in "$ERR" "No space left on device"
+    [ ! -e "$SMALL/o" ] || fail "a run that filled the disk left its output directory: $(ls -A "$SMALL/o")"
+    expect_status 0 "$TESSEL" run "$M" --num-partitions 2 --input 0="$WORK/a.npy" --output-dir "$SMALL/o"
+    cp "$SMALL/o/output_0.npy" "$WORK/first.npy"
+    expect_status 1 "$TESSEL" run "$WORK/fill_big.hlo" --random-inputs 1 --output-dir "$SMALL/o"
+    expect_in "$ERR" "No space left on device"
+    cmp "$WORK/first.npy" "$SMALL/o/output_0.npy" || fail "the first run's output changed on a full disk"
+    [ "$(ls -A "$SMALL/o" | sort | tr '\n' ' ')" = ".tessel.lock output_0.npy outputs.json " ] ||
+        fail "a run that filled the disk left files: $(ls -A "$SMALL/o")"
+    rm -rf "${SMALL:?}/"*
+    expect_status 0 "$TESSEL" run "$WORK/fill.hlo" --random-inputs 1 --steps 10 --output-dir "$WORK/fill_full"
+    expect_status 1 "$TESSEL" run "$WORK/fill.hlo" --random-inputs 1 --steps 10 --checkpoint-every 2 \
+        --checkpoint-dir "$SMALL/ck"
+    expect_in "$ERR" "No space left on device"
+    ! ls -d "$SMALL"/ck/.step-* >/dev/null 2>&1 || fail "a checkpoint that filled the disk left a temporary: $(ls -A "$SMALL/ck")"
+    expect_status 0 "$TESSEL" run "$WORK/fill.hlo" --random-inputs 1 --steps 10 --resume "$SMALL/ck" \
+        --output-dir "$WORK/fill_res"
+    cmp "$WORK/fill_full/output_0.npy" "$WORK/fill_res/output_0.npy" || fail "resumed after a full disk: another result"
+    umount "$SMALL"
+    echo "hostile_files: a full disk fails the write (status 1), leaves no temporary, keeps what was written whole"
+else
+    echo "hostile_files: part 14 skipped (no tmpfs mount here)"
+fi
+
+# ---- 15. a signal while the outputs are written ----
+# SIGTERM / SIGINT once the run's first temporary is in the directory:
+# the write is given up before its first rename, status 143 / 130, the
+# earlier run's outputs whole and no temporary left (on main the write
+# finished and its files were then removed, so the directory kept
+# neither run's outputs).
+cat >"$WORK/big.hlo" <<'HLO'
+HloModule big
+ENTRY main {
+  x = f32[] parameter(0)
+  ROOT y = f32[2048,2048] broadcast(x), dimensions={}
+}
+HLO
+npy_write "$WORK/one.npy" '<f4' "" 1
+npy_write "$WORK/two.npy" '<f4' "" 2
+for sig in TERM INT; do
+    rm -rf "$WORK/o15"
+    expect_status 0 "$TESSEL" run "$WORK/big.hlo" --input 0="$WORK/one.npy" --output-dir "$WORK/o15"
+    cp "$WORK/o15/output_0.npy" "$WORK/first15.npy"
+    "$TESSEL" run "$WORK/big.hlo" --input 0="$WORK/two.npy" --output-dir "$WORK/o15" >/dev/null 2>"$ERR" &
+    pid=$!
+    "$PY" - "$WORK/o15" "$pid" "$sig" <<'PY' || fail "no temporary of the run appeared"
+import os, signal, sys, time
+d, pid, sig = sys.argv[1], int(sys.argv[2]), getattr(signal, "SIG" + sys.argv[3])
+end = time.time() + 60
+while time.time() < end:
+    if any(n.startswith(".tessel-tmp-") for n in os.listdir(d)):
+        os.kill(pid, sig)
+        sys.exit(0)
+    time.sleep(0.0005)
+sys.exit(1)
+PY
+    rc=0
+    wait "$pid" || rc=$?
+    want=143
+    [ "$sig" = TERM ] || want=130
+    [ "$rc" = "$want" ] || fail "SIG$sig while the outputs were written: exit $rc, expected $want"
+    expect_in "$ERR" "no output written"
+    cmp "$WORK/first15.npy" "$WORK/o15/output_0.npy" || fail "SIG$sig while the outputs were written: the earlier output is gone"
+    [ "$(ls -A "$WORK/o15" | sort | tr '\n' ' ')" = ".tessel.lock output_0.npy outputs.json " ] ||
+        fail "SIG$sig while the outputs were written left: $(ls -A "$WORK/o15")"
+done
+echo "hostile_files: a signal while the outputs are written leaves the earlier outputs whole"

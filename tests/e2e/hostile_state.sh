@@ -13,6 +13,8 @@
 #     from the last one that verifies and its result is bit for bit the
 #     uninterrupted run's. With none left: status 2. On main the flipped
 #     and edited ones resumed with exit 0 and other weights.
+#     A checkpoint at the run's last step (killed while the outputs were
+#     written) resumes by running the steps after the one before again.
 #  3. checkpoint.json carries its own SHA-256 (checkpoint_sha256): an
 #     edited "digest" is named and passed over (it was taken for another
 #     program's checkpoint and skipped silently); a "step" edited and
@@ -26,7 +28,8 @@
 #     failed after a chunk, "Directory not empty", status 1), a resume
 #     meeting a step it passed over likewise; a directory another process
 #     holds (.tessel.lock) is refused at once; the output directory may be
-#     the checkpoint directory.
+#     the checkpoint directory. A killed run's temporary .step-S.XXXXXX is
+#     cleared by the next run that writes checkpoints there.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -177,6 +180,23 @@ expect_in "$ERR" "step-3/outputs.json: not a manifest tessel wrote: its \"manife
 expect_in "$ERR" "tessel: error: --resume $WORK/ck: no checkpoint there verifies (warnings above)"
 [ ! -e "$WORK/res2" ] || fail "a refused resume wrote outputs"
 echo "hostile_state: corrupted checkpoints named and passed over; the resume is bit for bit the uninterrupted run"
+# The run's last step checkpointed (a run killed while it wrote its
+# outputs): the resume runs the steps after the checkpoint before it again
+# and keeps step-12 (on main it ran one step more, step 13's weights, exit
+# 0, and with --checkpoint-every failed renaming onto step-12).
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --checkpoint-every 3 --checkpoint-dir "$WORK/ckf"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --resume "$WORK/ckf" --output-dir "$WORK/resf"
+expect_in "$ERR" "step-12 is the run's last checkpoint, kept: its outputs come from steps 10 to 12 run again from $WORK/ckf/step-9"
+cmp "$WORK/full/output_0.npy" "$WORK/resf/output_0.npy" || fail "a resume at the last step: weights differ from the uninterrupted run's"
+cmp "$WORK/full/output_1.npy" "$WORK/resf/output_1.npy" || fail "a resume at the last step: loss differs from the uninterrupted run's"
+rm -rf "$WORK/ckf/step-"[369]
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --checkpoint-every 3 --resume "$WORK/ckf" --output-dir "$WORK/resf2"
+expect_in "$ERR" "its outputs come from the 12 steps run again from the start"
+cmp "$WORK/full/output_0.npy" "$WORK/resf2/output_0.npy" || fail "a resume at the last step alone: weights differ"
+[ "$(ls "$WORK/ckf")" = "$(printf 'step-12\nstep-3\nstep-6\nstep-9')" ] || fail "checkpoints after the resume: $(ls "$WORK/ckf")"
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 4 --steps 12 --resume "$WORK/ckf" --output-dir "$WORK/resf3"
+expect_in "$ERR" "it was taken with --random-inputs 3, this run gives --random-inputs 4"
+echo "hostile_state: a resume whose last checkpoint is the run's last step gives the uninterrupted run's outputs"
 
 # ---- 3. an edited "digest" is named, not taken for another program's ----
 # corrupt_digest FILE: change the digest's first hex digit, whatever it is
@@ -259,3 +279,16 @@ expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 4 --checkpoint-ev
     --output-dir "$WORK/both"
 [ -d "$WORK/both/step-4" ] && [ -f "$WORK/both/outputs.json" ] || fail "outputs and checkpoints in one directory: $(ls -A "$WORK/both")"
 echo "hostile_state: a checkpoint directory is one run's: steps it would write again and a held directory are refused before the first step"
+# A checkpoint's temporary that a killed run left (.step-S.XXXXXX) goes
+# when the next writer holds the directory (each killed run left one
+# before); one holding a file tessel does not write there stays.
+C7="$WORK/ck7"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 2 --checkpoint-every 2 --checkpoint-dir "$C7"
+mkdir "$C7/.step-4.Ab3dEf" "$C7/.step-4.zzzzzz" "$C7/.step-4.half"
+cp "$C7/step-2/"* "$C7/.step-4.Ab3dEf/" && : >"$C7/.step-4.Ab3dEf/.tessel-tmp-0123456789abcdef"
+echo mine >"$C7/.step-4.zzzzzz/notes.txt"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 4 --checkpoint-every 2 --resume "$C7"
+[ "$(cd "$C7" && ls -d .step-*)" = "$(printf '.step-4.half\n.step-4.zzzzzz')" ] ||
+    fail "temporaries after the next writer: $(ls -A "$C7")"
+expect_in "$C7/.step-4.zzzzzz/notes.txt" mine
+echo "hostile_state: a killed run's checkpoint temporary is cleared by the next writer, a user's file kept"

@@ -115,6 +115,21 @@ A=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" --input 1="$WORK/w1.npy
 B=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" --input 1="$WORK/w2.npy" --output-dir "$WORK/out")
 pair A B
 refused "the second input file" "rank 1's input of parameter 1 (by content) is SHA-256"
+# Files of another dtype or shape are named with both (issue 30: they
+# were two digests, "by content"); a file missing on one rank likewise.
+npy_write "$WORK/x1d.npy" '<f8' 4,8 $(seq 1 32)
+npy_write "$WORK/x1t.npy" '<f4' 8,4 $(seq 1 32)
+for other in x1d x1t missing; do
+    A=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" "${R[@]}")
+    B=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/$other.npy" "${R[@]}")
+    pair A B
+    case $other in
+    x1d) want="is \"<f8 (4, 8)\", rank 0's is \"<f4 (4, 8)\"" ;;
+    x1t) want="is \"<f4 (8, 4)\", rank 0's is \"<f4 (4, 8)\"" ;;
+    *) want="is \"no regular file\", rank 0's is \"<f4 (4, 8)\"" ;;
+    esac
+    refused "an input file ($other)" "rank 1's input of parameter 0 (dtype and shape) $want"
+done
 # The same thing spelled otherwise runs: the model by a relative path on
 # rank 0 and an absolute one on rank 1 (the plan's `// TesselWhyFile`
 # differs); the same bindings in another order; one file bound by index

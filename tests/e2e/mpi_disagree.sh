@@ -55,10 +55,10 @@ ROWS=(
 "TESSEL_COLL_STREAM_BOUND|same|TESSEL_COLL_STREAM_BOUND=0 --|TESSEL_COLL_STREAM_BOUND=1 --|"
 "TESSEL_FUSION|same|TESSEL_FUSION=off --|TESSEL_FUSION=all --|"
 "TESSEL_FUSION_BLOCK|same||TESSEL_FUSION_BLOCK=3 --|"
-# The f32 GEMM library is each rank's own choice (docs/cli.md: ranks may
-# differ in the last bits on large dots); this model's dots are under the
-# probe's 256^3, so a rank that probes runs OpenBLAS as the other does.
-"TESSEL_SGEMM|same|TESSEL_SGEMM=openblas --|TESSEL_SGEMM=probe --|"
+# The f32 GEMM library asked for: each gives its own last bits on a large
+# dot (amx-bf16x3 not f32's), so ranks asking for different ones would
+# join shards of different computations (issue 30; it ran, class same).
+"TESSEL_SGEMM|stop|TESSEL_SGEMM=openblas --|TESSEL_SGEMM=probe --|rank 1's f32 GEMM library (--sgemm, TESSEL_SGEMM) is \"probe\", rank 0's is \"openblas\""
 "TESSEL_FAIL_MPI_AFTER|fail||TESSEL_FAIL_MPI_AFTER=30 --|"
 "TESSEL_FAIL_MPI_RANK|fail||TESSEL_FAIL_MPI_AFTER=30 TESSEL_FAIL_MPI_RANK=1 --|"
 "TESSEL_SKIP_COLLECTIVE_AFTER|fail||TESSEL_SKIP_COLLECTIVE_AFTER=1 --|"
@@ -87,7 +87,7 @@ ROWS=(
 "--infeed|stop||--infeed \$WORK/x1.npy|--infeed feeds one device"
 "--sign-key|same||--sign-key \$WORK/key|"
 "--link-gbps|same||--link-gbps 1|"
-"--sgemm|same|--sgemm openblas|--sgemm probe|"
+"--sgemm|stop|--sgemm openblas|--sgemm blis|rank 1's f32 GEMM library (--sgemm, TESSEL_SGEMM) is \"blis\", rank 0's is \"openblas\""
 "--no-verify|same||--no-verify|"
 "--dump-dir|same||--dump-dir \$WORK/dump|"
 "--heartbeat|same||--heartbeat 30|"

@@ -49,6 +49,17 @@ with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
     assert [s.step for s in seen] == list(range(1, 201)) and {s.steps for s in seen} == {200}
     assert [s.watched for s in seen] == a.history == full.history[:200]
     assert sorted(os.listdir(ck)) == [".tessel.lock", "step-100", "step-200"], os.listdir(ck)
+    # a checkpoint_dir that cannot be made (under a file): tessel.Error
+    # before the first step (an OSError of os.makedirs after 100 steps)
+    seen.clear()
+    try:
+        plan.run(ins, steps=200, init_state="zeros", checkpoint_every=100, on_step=seen.append,
+                 checkpoint_dir=os.path.join(work, "adam.plan", "ck"))
+        raise AssertionError("a checkpoint_dir under a file was accepted")
+    except tessel.Error as e:
+        assert "cannot create the checkpoint directory: %s is not a directory" % os.path.join(work, "adam.plan") \
+            in str(e), str(e)
+    assert not seen, "steps ran before the refusal"
     # the same run into the same directory again: refused before a step (it
     # failed after 100 steps, renaming onto step-100: "Directory not empty")
     seen.clear()
@@ -65,6 +76,16 @@ with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
     assert b.history == full.history[200:]
     assert all(np.array_equal(u, v) for u, v in zip(full, b)), "resumed != uninterrupted"
     print("test_progress: 300 Adam steps; checkpointed at 100, 200 and resumed at 201: bit-identical")
+    # step-200 is the last step of a 200-step run (one killed while its
+    # outputs were written): its steps 101-200 run again from step-100 and
+    # step-200 is kept (it ran a 201st step, or failed renaming onto it)
+    # and a killed run's temporary (tempfile's name) goes with the next writer
+    os.mkdir(os.path.join(ck, ".step-200.k1ll_d3x"))
+    open(os.path.join(ck, ".step-200.k1ll_d3x", "output_0.npy"), "w").close()
+    for more in ({}, {"checkpoint_every": 100}):
+        e = plan.run(ins, steps=200, init_state="zeros", resume=ck, **more)
+        assert all(np.array_equal(u, v) for u, v in zip(a, e)), "a resume at the run's last step != uninterrupted"
+    assert sorted(os.listdir(ck)) == [".tessel.lock", "step-100", "step-200"], os.listdir(ck)
     if TESSEL:
         for k, v in ins.items():
             np.save(os.path.join(work, k + ".npy"), v)

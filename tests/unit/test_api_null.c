@@ -271,6 +271,7 @@ static void test_runs_and_outputs(void **state)
     EXPECT(ts_output_dir_make("/tmp/never", NULL, &d), "ts_output_dir_make: out is NULL");
     EXPECT(ts_outputs_verify(NULL, NULL, &d), "ts_outputs_verify: dir is NULL");
     ts_output_dir_close(NULL);
+    ts_output_dir_on_cancel(NULL, NULL, NULL);
     ts_outputs_remove(NULL, "/tmp/never");
     ts_outputs_remove(o, NULL);
     ts_outputs_free(NULL);
