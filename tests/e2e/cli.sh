@@ -143,6 +143,20 @@ for args in "run $cc --random-inputs 1" "run $cc --random-inputs 1 --reference" 
     expect_in "$ERR" 'cc.hlo:4:8: error: c: custom-call target "evil" is not registered'
 done
 [ ! -e "$WORK/cc.plan" ] || fail "a refused compile left a plan"
+# a slip of a target tessel knows is named
+sed 's/"evil"/"Shardng"/' "$cc" >"$WORK/cc2.hlo"
+expect_status 2 "$TESSEL" compile "$WORK/cc2.hlo" -o "$WORK/cc2.plan"
+expect_in "$ERR" 'cc2.hlo:4:8: error: c: custom-call target "Shardng" is not registered'
+expect_in "$ERR" '; did you mean "Sharding"?'
+# the words an option takes: a slip names the word
+expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --format jsn
+expect_in "$ERR" "--format is text, json, dot or html, not 'jsn'; did you mean json?"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --stats=op
+expect_in "$ERR" "not 'op'; did you mean ops?"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --donate auot
+expect_in "$ERR" "--donate takes auto or declared, not 'auot'; did you mean auto?"
+expect_status 2 "$TESSEL" grad "$TESSEL_SRC/examples/mlp_loss.hlo" --wrt w1 --sgd 0.1 --remat dot -o "$WORK/remat.hlo"
+expect_in "$ERR" "--remat takes dots, nothing or names=A,B (the values the backward keeps), not 'dot'; did you mean dots?"
 # JAX's Python callbacks: one without results (jax.debug.print; an ordered
 # one threads a token) runs as a no-op, said once by the compile; one with
 # results (jax.pure_callback) is refused before anything runs
