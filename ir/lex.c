@@ -488,6 +488,41 @@ bool lx_nomem(Lexer *L)
     return false;
 }
 
+size_t lx_word_end(const Lexer *L)
+{
+    size_t e = L->tok.end;
+    bool word = L->tok.kind == LX_NAME || (L->tok.kind == LX_OTHER && (unsigned char)L->text[L->tok.start] >= 0x80);
+    while (word && e < L->len && (is_name_char(L->text[e]) || (unsigned char)L->text[e] >= 0x80))
+        e++;
+    return e;
+}
+
+static const char *word_at_list(void *ctx, int32_t i)
+{
+    return ((const char *const *)ctx)[i];
+}
+
+const char *lx_near(const Lexer *L, const char *const *words)
+{
+    int32_t n = 0;
+    while (words[n])
+        n++;
+    bool word = L->tok.kind == LX_NAME || (L->tok.kind == LX_OTHER && (unsigned char)L->text[L->tok.start] >= 0x80);
+    if (!word)
+        return NULL;
+    return ir_nearest(lx_text(L), lx_word_end(L) - L->tok.start, n, word_at_list, (void *)words);
+}
+
+bool lx_expected_word(Lexer *L, const char *what, const char *const *words)
+{
+    char buf[64];
+    if (L->tok.kind == LX_BAD)
+        return lx_fail(L, L->tok.pos, "%s", L->tok.bad);
+    const char *near = lx_near(L, words);
+    return lx_fail(L, L->tok.pos, "expected %s, found %s%s%s%s", what, lx_describe(L, buf, sizeof buf),
+                   near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+}
+
 const char *lx_describe(const Lexer *L, char *buf, size_t n)
 {
     switch (L->tok.kind) {
@@ -498,13 +533,10 @@ const char *lx_describe(const Lexer *L, char *buf, size_t n)
     default:
         break;
     }
-    size_t len = L->tok.end - L->tok.start;
-    /* A token of one byte that starts a UTF-8 character (a name with an
-     * 'é') is shown as the whole character: its lead byte alone printed
-     * as a replacement mark, '\xef\xbf\xbd' on a terminal. */
-    if (len == 1 && (unsigned char)L->text[L->tok.start] >= 0xc0)
-        while (len < 4 && L->tok.start + len < L->len && ((unsigned char)L->text[L->tok.start + len] & 0xc0) == 0x80)
-            len++;
+    /* A word with a non-ASCII letter is shown whole ('négate', not the
+     * name 'n' the lexer stops at), and a UTF-8 character never cut: its
+     * lead byte alone prints as a replacement mark on a terminal. */
+    size_t len = lx_word_end(L) - L->tok.start;
     size_t whole = len;
     bool pct = L->tok.kind == LX_NAME && L->tok.start > 0 && L->text[L->tok.start - 1] == '%';
     size_t max = n > 8 ? n - 8 : 1;

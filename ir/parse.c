@@ -584,6 +584,10 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
         ins->pos = L->tok.pos;
         ins->name = "";
     } else {
+        /* Two words where an instruction starts: the first a slip of ROOT. */
+        static const char *const root[] = {"ROOT", NULL};
+        if (lx_is(L, LX_NAME) && lx_peek(L).kind == LX_NAME && lx_near(L, root))
+            return lx_expected_word(L, "ROOT or an instruction name", root);
         ok = prs_take_name(P, &name, "instruction name or '}'");
         if (ok) {
             ins->pos = name.pos;
@@ -603,12 +607,15 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
     } else {
         ok = ok && prs_parse_shape(P, &ins->shape);
     }
-    if (ok && (!lx_is(L, LX_NAME) || L->text[L->tok.start - 1] == '%'))
+    /* An opcode with a non-ASCII letter (négate) is one word, unknown: the
+     * lexer stops a name at such a byte. */
+    bool foreign = ok && lx_word_end(L) > L->tok.end;
+    if (ok && !foreign && (!lx_is(L, LX_NAME) || L->text[L->tok.start - 1] == '%'))
         ok = lx_expected(L, "opcode");
     if (ok) {
-        ins->op = ir_op_from_name(lx_text(L), lx_tlen(L));
-        if (ins->op == OP_COUNT && !prs_async_sugar(lx_text(L), lx_tlen(L), x)) {
-            const char *near = ir_nearest(lx_text(L), lx_tlen(L), OP_COUNT, opcode_name, NULL);
+        ins->op = foreign ? OP_COUNT : ir_op_from_name(lx_text(L), lx_tlen(L));
+        if (ins->op == OP_COUNT && (foreign || !prs_async_sugar(lx_text(L), lx_tlen(L), x))) {
+            const char *near = ir_nearest(lx_text(L), lx_word_end(L) - L->tok.start, OP_COUNT, opcode_name, NULL);
             ok = lx_fail(L, L->tok.pos, "unknown opcode %s%s%s%s", lx_describe(L, buf, sizeof buf),
                          near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
         } else {
@@ -807,6 +814,10 @@ static bool parse_computation(Parser *P)
     Lexer *L = &P->L;
     bool is_entry = lx_is_word(L, "ENTRY");
     IrPos entry_pos = L->tok.pos;
+    /* Two words where a computation starts: the first is a slip of ENTRY. */
+    static const char *const entry[] = {"ENTRY", NULL};
+    if (!is_entry && lx_is(L, LX_NAME) && lx_peek(L).kind == LX_NAME && lx_near(L, entry))
+        return lx_expected_word(L, "ENTRY or a computation", entry);
     if (is_entry)
         lx_next(L);
     Span name = {0};
@@ -874,6 +885,10 @@ static bool parse_module(Parser *P)
 {
     Lexer *L = &P->L;
     bool header = lx_is_word(L, "HloModule");
+    /* Two words first: the first a slip of HloModule (HloModul m). */
+    static const char *const hlo_module[] = {"HloModule", NULL};
+    if (!header && lx_is(L, LX_NAME) && lx_peek(L).kind == LX_NAME && lx_near(L, hlo_module))
+        return lx_expected_word(L, "HloModule or a computation", hlo_module);
     if (header && !prs_parse_header(P))
         return false;
     if (lx_is_word(L, "FileNames") && !prs_skip_stack_frames(P))

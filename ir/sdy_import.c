@@ -308,11 +308,12 @@ typedef struct Import {
 } Import;
 
 /* Parse attribute `key` of x as a sharding (manual axes of its context). */
-static IrStatus attr_sharding(Import *im, const IrInstr *x, const char *key, const IrSdyManual *man, IrSharding *out)
+static IrStatus attr_sharding(Import *im, const IrInstr *x, const char *key, const IrSdyManual *man,
+                              const IrShape *shape, IrSharding *out)
 {
     IrDiag tmp = {0};
     IrStatus st = ir_sdy_parse_sharding(im->m->arena, &im->meshes, man && man->n ? man : NULL,
-                                        ir_frontend_attr(x, key), &im->budget, out, &tmp);
+                                        ir_frontend_attr(x, key), shape, &im->budget, out, &tmp);
     return st == IR_OK ? IR_OK : place(im->m, x->pos, key, &tmp, im->d);
 }
 
@@ -321,7 +322,7 @@ static IrStatus value_sharding(Import *im, IrInstr *x, const IrSdyManual *man)
 {
     IrModule *m = im->m;
     IrSharding s;
-    IrStatus st = attr_sharding(im, x, "xla.sdy.sharding", man, &s);
+    IrStatus st = attr_sharding(im, x, "xla.sdy.sharding", man, &x->shape, &s);
     if (st != IR_OK)
         return st;
     const char *why = "";
@@ -339,7 +340,7 @@ static IrStatus value_sharding(Import *im, IrInstr *x, const IrSdyManual *man)
     bool agree = x->sharding && same_sharding(x->sharding, f, &x->shape);
     if (x->sharding && !agree && man && man->n) {
         IrSharding plain;
-        if ((st = attr_sharding(im, x, "xla.sdy.sharding", NULL, &plain)) != IR_OK)
+        if ((st = attr_sharding(im, x, "xla.sdy.sharding", NULL, &x->shape, &plain)) != IR_OK)
             return st;
         IrSharding *pt = ir_alloc(m->arena, sizeof *pt);
         if (!pt)
@@ -624,12 +625,21 @@ static void stand_for(const IrComputation *c, int32_t from, int32_t i, int32_t t
 
 /* A per-value attribute of x with one sharding per operand, read with the
  * manual axes `man` (NULL: none). */
-static IrStatus per_operand(Import *im, const IrInstr *x, const char *key, const IrSdyManual *man, IrSharding *out)
+static IrStatus per_operand(Import *im, const IrComputation *c, const IrInstr *x, const char *key,
+                            const IrSdyManual *man, IrSharding *out)
 {
     IrModule *m = im->m;
     if (!ir_frontend_attr(x, key))
         return ir_error(im->d, IR_EINPUT, m->file, m->src, x->pos, "'%s' has no %s", x->name, key);
-    IrStatus st = attr_sharding(im, x, key, man, out);
+    /* one sharding per operand, each naming its operand's dimensions */
+    IrShape *el = ts_malloc((size_t)(x->nopnd > 0 ? x->nopnd : 1) * sizeof *el);
+    if (!el)
+        return ir_oom(im->d, NULL);
+    for (int32_t i = 0; i < x->nopnd; i++)
+        el[i] = c->instr[x->opnd[i]].shape;
+    IrShape opnds = {.type = IR_TUPLE, .ntuple = x->nopnd, .tuple = el};
+    IrStatus st = attr_sharding(im, x, key, man, &opnds, out);
+    ts_free(el);
     if (st == IR_OK && (out->kind != SHD_TUPLE || out->ntuple != x->nopnd))
         st = ir_error(im->d, IR_EINPUT, m->file, m->src, value_pos(m, x->pos, key, 0),
                       "%s of '%s' gives %d shardings for %d operands", key, x->name,
@@ -643,9 +653,9 @@ static IrStatus shard_map_inputs(Import *im, IrComputation *c, int32_t g, const 
 {
     IrModule *m = im->m;
     IrSharding in, inm;
-    IrStatus st = per_operand(im, &c->instr[g], "xla.sdy.in_shardings", NULL, &in);
+    IrStatus st = per_operand(im, c, &c->instr[g], "xla.sdy.in_shardings", NULL, &in);
     if (st == IR_OK)
-        st = per_operand(im, &c->instr[g], "xla.sdy.in_shardings", man, &inm);
+        st = per_operand(im, c, &c->instr[g], "xla.sdy.in_shardings", man, &inm);
     for (int32_t i = 0; st == IR_OK && i < c->instr[g].nopnd; i++) {
         const IrInstr *gx = &c->instr[g];
         IrShape local = *element(&gx->shape, i), full = c->instr[gx->opnd[i]].shape;
@@ -668,7 +678,7 @@ static IrStatus shard_map_outputs(Import *im, IrComputation *c, int32_t l, const
 {
     IrModule *m = im->m;
     IrSharding out;
-    IrStatus st = per_operand(im, &c->instr[l], "xla.sdy.out_shardings", NULL, &out);
+    IrStatus st = per_operand(im, c, &c->instr[l], "xla.sdy.out_shardings", NULL, &out);
     if (st != IR_OK)
         return st;
     int32_t nout = c->instr[l].nopnd;
@@ -724,7 +734,7 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
      * sharding of their own are {manual}. */
     IrSharding outm;
     if (st == IR_OK)
-        st = per_operand(im, &c->instr[l], "xla.sdy.out_shardings", man, &outm);
+        st = per_operand(im, c, &c->instr[l], "xla.sdy.out_shardings", man, &outm);
     if (st != IR_OK)
         return st;
     bool full = outm.ntuple > 0 && outm.tuple[0].kind == SHD_MANUAL;
@@ -837,6 +847,58 @@ static IrStatus strip(Import *im)
                 if (!drop_attr(m->arena, &m->comp[ci]->instr[i], keys[k]))
                     return ir_oom(im->d, NULL);
     return IR_OK;
+}
+
+/* Where mesh `name` is defined in the source: the first `name` after
+ * "xla.sdy.meshes" that is followed by '=' (where xla.sdy.meshes is, when
+ * not found). */
+static IrPos mesh_pos(const IrModule *m, const char *name)
+{
+    const char *text = strstr(m->src, "xla.sdy.meshes");
+    if (!text)
+        return (IrPos){0, 0};
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+        const char *q = p + n;
+        while (*q == ' ' || *q == '"' || *q == '\\')
+            q++;
+        bool starts = p[-1] == '{' || p[-1] == ' ' || p[-1] == ',' || p[-1] == '"';
+        if (starts && *q == '=')
+            return pos_of_offset(m->src, (size_t)(p - m->src));
+    }
+    return pos_of_offset(m->src, (size_t)(text - m->src));
+}
+
+IrStatus ir_sdy_check_mesh_fits(const IrModule *m, int64_t ndev, int64_t used, bool from_header, IrDiag *d)
+{
+    if (used <= ndev || !m->src)
+        return IR_OK;
+    IrModule *mm = (IrModule *)m; /* header_meshes only allocates in the arena */
+    IrSdyMeshes ms;
+    IrDiag tmp = {0};
+    if (header_meshes(mm, &ms, &tmp) != IR_OK) {
+        ir_diag_clear(&tmp);
+        return IR_OK;
+    }
+    /* the mesh as wide as the sharding (its largest device id + 1) */
+    const IrSdyMesh *pick = NULL;
+    for (int32_t i = 0; i < ms.n && !pick; i++) {
+        const IrSdyMesh *x = &ms.mesh[i];
+        int64_t w = x->ndevice;
+        for (int64_t k = 0; x->device_ids && k < x->ndevice; k++)
+            w = x->device_ids[k] + 1 > w ? x->device_ids[k] + 1 : w;
+        if (w == used)
+            pick = x;
+    }
+    if (!pick)
+        return IR_OK;
+    return ir_error(d, IR_EINPUT, m->file, m->src, mesh_pos(m, pick->name),
+                    "mesh @%s has %lld devices but this run has %lld partitions (%s%lld%s): a sharding over the mesh "
+                    "puts a piece on each of its devices; %s%lld%s, or give the mesh %lld devices",
+                    pick->name, (long long)used, (long long)ndev, from_header ? "num_partitions=" : "--num-partitions ",
+                    (long long)ndev, from_header ? " in the module header" : "",
+                    from_header ? "write num_partitions=" : "pass --num-partitions ", (long long)used,
+                    from_header ? " in the header" : "", (long long)ndev);
 }
 
 static bool has_sdy(const IrModule *m)
