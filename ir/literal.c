@@ -135,7 +135,8 @@ static bool parse_real(Lexer *L, double *out, IrType t)
         return true;
     }
     if (!lx_is(L, LX_INT) && !lx_is(L, LX_FLOAT))
-        return lx_expected(L, t == IR_INVALID ? "number" : "floating-point value");
+        return lx_expected_word(L, t == IR_INVALID ? "number" : "floating-point value",
+                                (const char *const[]){"inf", "nan", NULL});
     char *tmp = n < sizeof buf ? buf : ts_malloc(n + 1);
     if (!tmp)
         return lx_nomem(L);

@@ -268,8 +268,14 @@ bool prs_take_kvs(Parser *P, IrKeyValue **out, int32_t *n)
 bool prs_take_name(Parser *P, Span *s, const char *what)
 {
     Lexer *L = &P->L;
-    if (!lx_is(L, LX_NAME))
+    char buf[64];
+    if (!lx_is(L, LX_NAME) && lx_word_end(L) == L->tok.end)
         return lx_expected(L, what);
+    /* XLA's names are ASCII: a name with another letter (dé, ñ) is one
+     * word to the eye, not a name cut short before a stray byte */
+    if (lx_word_end(L) > L->tok.end)
+        return lx_fail(L, L->tok.pos, "expected %s, found %s: a name holds ASCII letters, digits, '_', '.' and '-'",
+                       what, lx_describe(L, buf, sizeof buf));
     if ((int64_t)lx_tlen(L) > L->lim.max_name)
         return lx_fail(L, L->tok.pos, "name longer than %lld bytes", (long long)L->lim.max_name);
     *s = (Span){L->tok.start, lx_tlen(L), L->tok.pos};
@@ -678,6 +684,17 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
 
 /* ---- computations ---- */
 
+static const char *instr_name_at(void *ctx, int32_t i)
+{
+    const char *n = ((const IrComputation *)ctx)->instr[i].name;
+    return n && *n ? n : NULL;
+}
+
+static const char *comp_name_at(void *ctx, int32_t i)
+{
+    return ((const IrModule *)ctx)->comp[i]->name;
+}
+
 /* Resolve operand and control-predecessor names of computation ci. */
 static bool resolve_local(Parser *P, IrComputation *c)
 {
@@ -685,10 +702,14 @@ static bool resolve_local(Parser *P, IrComputation *c)
     for (size_t i = 0; i < P->local.n; i++) {
         Ref *r = &P->local.v[i];
         int32_t idx = prs_map_find(&P->instrs, L->text + r->name.start, r->name.len);
-        if (idx < 0)
-            return lx_fail(L, r->name.pos, "undefined %s '%.*s'",
+        if (idx < 0) {
+            /* did you mean: the computation's instruction a slip away */
+            const char *near = ir_nearest(L->text + r->name.start, r->name.len, c->ninstr, instr_name_at, c);
+            return lx_fail(L, r->name.pos, "undefined %s '%.*s'%s%s%s",
                            r->kind == REF_OPERAND ? "operand" : "control predecessor", (int)r->name.len,
-                           L->text + r->name.start);
+                           L->text + r->name.start, near ? "; did you mean " : "", near ? near : "",
+                           near ? "?" : "");
+        }
         IrInstr *ins = &c->instr[r->instr];
         if (r->kind == REF_CONTROL) {
             ins->a.x->control_predecessors.v[r->slot] = idx;
@@ -873,9 +894,12 @@ static bool resolve_callees(Parser *P)
     for (size_t i = 0; i < P->callees.n; i++) {
         Ref *r = &P->callees.v[i];
         int32_t ci = prs_map_find(&P->comps, L->text + r->name.start, r->name.len);
-        if (ci < 0)
-            return lx_fail(L, r->name.pos, "undefined computation '%.*s'", (int)r->name.len,
-                           L->text + r->name.start);
+        if (ci < 0) {
+            const char *near = ir_nearest(L->text + r->name.start, r->name.len, P->m->ncomp, comp_name_at, P->m);
+            return lx_fail(L, r->name.pos, "undefined computation '%.*s'%s%s%s", (int)r->name.len,
+                           L->text + r->name.start, near ? "; did you mean " : "", near ? near : "",
+                           near ? "?" : "");
+        }
         P->m->comp[r->comp]->instr[r->instr].called[r->slot] = ci;
     }
     return true;

@@ -356,7 +356,12 @@ static void test_byte_order_mark(void **state)
     ir_module_free(m);
     parse_err("\xef\xbb\xbfHloModul m\n", "found 'HloModul'; did you mean HloModule?", 1, 1);
     /* a character outside names is quoted whole, not its first byte */
-    parse_err("HloModule m\nENTRY e {\n  x\xc3\xa9 = f32[4] parameter(0)\n}\n", "found '\xc3\xa9'", 3, 4);
+    parse_err("HloModule m\nENTRY e {\n  \xc3\xa9 = f32[4] parameter(0)\n}\n", "found '\xc3\xa9'", 3, 3);
+    /* a name with a non-ASCII letter is quoted whole, at its start (it was
+     * "expected '=' after the instruction name, found 'é'" at the é) */
+    parse_err("HloModule m\nENTRY e {\n  x\xc3\xa9 = f32[4] parameter(0)\n}\n",
+              "expected instruction name or '}', found 'x\xc3\xa9': a name holds ASCII letters, digits, '_', '.' and '-'",
+              3, 3);
 }
 
 static void test_shapes(void **state)
@@ -1337,6 +1342,13 @@ static void test_did_you_mean_words(void **state)
               "highest?", 4, 108);
     parse_err(BODY("  ROOT x = f32[] dot(p, p), lhs_contracting_dims={0}, rhs_contracting_dims={0}, "
                    "operand_precision={HIHGEST,DEFAULT}"), "did you mean highest?", 4, 100);
+    /* names a slip away: operands, computations; words in literals */
+    parse_err(BODY("  ROOT x = f32[2] add(p, pp)"), "undefined operand 'pp'; did you mean p?", 4, 26);
+    parse_err(BODY("  z = f32[] constant(0)\n  ROOT x = f32[] reduce(p, z), dimensions={0}, to_apply=ad\n}\n"
+                   "ad2 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)"),
+              "undefined computation 'ad'; did you mean ad2?", 5, 57);
+    parse_err(BODY("  ROOT c = f32[2] constant({1, nann})"), "expected floating-point value, found 'nann'; did you mean nan?",
+              4, 32);
     /* far from every word: no hint */
     IrModule *m = (IrModule *)1;
     IrDiag d = {0};
