@@ -592,11 +592,12 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
         return set_value(cmd, o, s, v);
     }
     /* The nearest option this command takes, for "did you mean". */
-    const char *names[sizeof OPTS / sizeof OPTS[0]];
+    const char *names[sizeof OPTS / sizeof OPTS[0] + 1];
     int32_t nn = 0;
     for (size_t k = 0; k < sizeof OPTS / sizeof OPTS[0]; k++)
         if (cmd->accepts & OPTS[k].bit)
             names[nn++] = OPTS[k].name;
+    names[nn++] = "--help"; /* every command takes it */
     char key[64];
     snprintf(key, sizeof key, "%.*s", (int)(n < sizeof key ? n : sizeof key - 1), arg);
     const char *near = ts_nearest_name(key, names, nn);

@@ -148,6 +148,13 @@ sed 's/"evil"/"Shardng"/' "$cc" >"$WORK/cc2.hlo"
 expect_status 2 "$TESSEL" compile "$WORK/cc2.hlo" -o "$WORK/cc2.plan"
 expect_in "$ERR" 'cc2.hlo:4:8: error: c: custom-call target "Shardng" is not registered'
 expect_in "$ERR" '; did you mean "Sharding"?'
+# help's command, the top-level options and a command's --help: a slip names it
+expect_status 2 "$TESSEL" help rn
+expect_in "$ERR" "unknown command 'rn'; did you mean run?"
+expect_status 2 "$TESSEL" --hepl
+expect_in "$ERR" "unknown option '--hepl'; did you mean --help?"
+expect_status 2 "$TESSEL" run --hlep
+expect_in "$ERR" "unknown option '--hlep' for 'tessel run'; did you mean --help?"
 # the words an option takes: a slip names the word
 expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --format jsn
 expect_in "$ERR" "--format is text, json, dot or html, not 'jsn'; did you mean json?"
