@@ -880,6 +880,16 @@ static bool raw_skip_string(const Lexer *L, Cursor *c)
     return true;
 }
 
+/* A '\"' outside a string: the text of a quoted value (xla.sdy.meshes="{mesh
+ * = #sdy.mesh<[\"x\"=2]>}") pasted into braces, where quotes are plain.
+ * Said where it is; it was an unterminated string lines later, or
+ * "unbalanced brackets" at the attribute. */
+static bool stray_escape(Lexer *L, const Cursor *c)
+{
+    return lx_fail(L, cpos(c), "'\\\"' outside a string: an escaped quote belongs inside \"...\"; in braces write a "
+                               "plain '\"'");
+}
+
 /* Walk a balanced group of (), [], {} starting at an opening bracket;
  * quotes and comments inside are skipped whole. Iterative: the depth is
  * a counter checked against max_depth, so hostile input cannot recurse. */
@@ -901,6 +911,8 @@ bool lx_raw_group(Lexer *L, size_t *start, size_t *end)
                 return lx_fail(L, cpos(&s), "unterminated string");
             continue;
         }
+        if (ch == '\\' && at(L, c.off + 1) == '"')
+            return stray_escape(L, &c);
         if (ch == '/' && (at(L, c.off + 1) == '/' || at(L, c.off + 1) == '*')) {
             const char *bad = NULL;
             Cursor s = c;
@@ -978,6 +990,8 @@ bool lx_raw_value(Lexer *L, size_t *start, size_t *end)
             last = c.off;
             continue;
         }
+        if (ch == '\\' && at(L, c.off + 1) == '"')
+            return stray_escape(L, &c);
         if (ch == '/' && (at(L, c.off + 1) == '/' || at(L, c.off + 1) == '*')) {
             if (depth == 0)
                 break;

@@ -1349,6 +1349,11 @@ static void test_did_you_mean_words(void **state)
               "undefined computation 'ad'; did you mean ad2?", 5, 57);
     parse_err(BODY("  ROOT c = f32[2] constant({1, nann})"), "expected floating-point value, found 'nann'; did you mean nan?",
               4, 32);
+    /* an escaped quote pasted from the quoted form into braces: said where
+     * it is (it was an unterminated string at the next quoted value) */
+    parse_err("HloModule m, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\\\"x\\\"=2]>}}\n"
+              "ENTRY e {\n  ROOT p = f32[2] parameter(0), frontend_attributes={k=\"v\"}\n}\n",
+              "'\\\"' outside a string: an escaped quote belongs inside", 1, 69);
     /* far from every word: no hint */
     IrModule *m = (IrModule *)1;
     IrDiag d = {0};
