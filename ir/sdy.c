@@ -448,7 +448,10 @@ static bool tensor(Lexer *L, const IrSdyMeshes *ms, Tensor *t)
             break;
     }
     t->dims_end = L->tok.end;
-    if (!lx_expect(L, LX_RSQUARE, "']' to end the dimensions"))
+    /* a word after a dimension's '}' is a priority gone wrong (q1, P1) */
+    if (!lx_is(L, LX_RSQUARE) && lx_is(L, LX_NAME) && n > 0 && L->text[L->tok.start - 1] == '}')
+        return lx_expected(L, "a priority p<N> after the dimension's '}', then ',' or ']'");
+    if (!lx_expect(L, LX_RSQUARE, "',' or ']' after a dimension's sharding"))
         return false;
     IrPos upos = {0, 0};
     while (lx_eat(L, LX_COMMA)) {

@@ -892,10 +892,19 @@ IrStatus ir_sdy_check_mesh_fits(const IrModule *m, int64_t ndev, int64_t used, b
     }
     if (!pick)
         return IR_OK;
+    const char *where = from_header ? "num_partitions=" : "--num-partitions ";
+    if (pick->ndevice != used) /* device_ids beyond its count: a maximal mesh <[], device_ids=[5]> */
+        return ir_error(d, IR_EINPUT, m->file, m->src, mesh_pos(m, pick->name),
+                        "mesh @%s names device %lld but this run has %lld partitions (%s%lld%s), devices 0 to %lld: "
+                        "%s%lld%s, or give the mesh device ids below %lld",
+                        pick->name, (long long)used - 1, (long long)ndev, where, (long long)ndev,
+                        from_header ? " in the module header" : "", (long long)ndev - 1,
+                        from_header ? "write num_partitions=" : "pass --num-partitions ", (long long)used,
+                        from_header ? " in the header" : "", (long long)ndev);
     return ir_error(d, IR_EINPUT, m->file, m->src, mesh_pos(m, pick->name),
                     "mesh @%s has %lld devices but this run has %lld partitions (%s%lld%s): a sharding over the mesh "
                     "puts a piece on each of its devices; %s%lld%s, or give the mesh %lld devices",
-                    pick->name, (long long)used, (long long)ndev, from_header ? "num_partitions=" : "--num-partitions ",
+                    pick->name, (long long)used, (long long)ndev, where,
                     (long long)ndev, from_header ? " in the module header" : "",
                     from_header ? "write num_partitions=" : "pass --num-partitions ", (long long)used,
                     from_header ? " in the header" : "", (long long)ndev);

@@ -179,6 +179,16 @@ sdy_param "$WORK/wide.hlo" '[{\"x\"}, {}]'
 expect_status 2 "$TESSEL" plan "$WORK/wide.hlo" --num-partitions 4
 expect_in "$ERR" "wide.hlo:1:51: error: mesh @mesh has 8 devices but this run has 4 partitions (--num-partitions 4): "
 expect_in "$ERR" "pass --num-partitions 8, or give the mesh 4 devices"
+# a maximal mesh on a device past the partitions: the device, not a count
+printf '%s\n' 'HloModule r, frontend_attributes={xla.sdy.meshes={mm = #sdy.mesh<[], device_ids=[5]>}}' '' 'ENTRY main {' \
+    '  a = f32[8,4]{1,0} parameter(0), frontend_attributes={xla.sdy.sharding="#sdy.sharding<@mm, []>"}' \
+    '  ROOT n = f32[8,4]{1,0} negate(a)' '}' >"$WORK/max5.hlo"
+expect_status 2 "$TESSEL" plan "$WORK/max5.hlo" --num-partitions 2
+expect_in "$ERR" "max5.hlo:1:51: error: mesh @mm names device 5 but this run has 2 partitions (--num-partitions 2), devices 0 to 1: pass --num-partitions 6, or give the mesh device ids below 2"
+# a priority gone wrong ({"x"}q1)
+sdy_param "$WORK/slip.hlo" '[{\"x\"}q1, {}]'
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" "expected a priority p<N> after the dimension's '}', then ',' or ']', found 'q1'"
 sed 's/HloModule r,/HloModule r, num_partitions=4,/' "$WORK/wide.hlo" >"$WORK/wide4.hlo"
 expect_status 2 "$TESSEL" check "$WORK/wide4.hlo"
 expect_in "$ERR" "error: mesh @mesh has 8 devices but this run has 4 partitions (num_partitions=4 in the module header): a sharding over the mesh puts a piece on each of its devices; write num_partitions=8 in the header, or give the mesh 4 devices"
