@@ -255,8 +255,12 @@ bool prs_parse_attribute(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
     char buf[80];
-    if (!lx_is_attr(L))
+    if (!lx_is_attr(L)) {
+        /* a known attribute without its '=' (dimensions {1}) */
+        if (attr_lookup(L) != A_COUNT)
+            return lx_fail(L, lx_peek(L).pos, "expected '=' after attribute %s", lx_describe(L, buf, sizeof buf));
         return lx_expected(L, "attribute name=value");
+    }
     IrPos apos = L->tok.pos;
     AttrId id = attr_lookup(L);
     char opbuf[64];

@@ -291,9 +291,9 @@ static bool no_such_axis(Lexer *L, IrPos pos, const IrSdyMesh *m, const char *na
     for (int32_t i = 0; i < m->naxis && k < sizeof list - 40; i++)
         k += (size_t)snprintf(list + k, sizeof list - k, "%s\"%.30s\"", i ? ", " : "", m->axis[i]);
     const char *near = strlen(name) >= 3 ? ir_nearest(name, strlen(name), m->naxis, axis_at, (void *)m) : NULL;
-    return lx_fail(L, pos, "axis \"%s\" is not in mesh @%s (%s%s)%s%s%s", name, m->name ? m->name : "(inline)",
-                   m->naxis ? "its axes: " : "it has no axes", list, near ? "; did you mean \"" : "",
-                   near ? near : "", near ? "\"?" : "");
+    return lx_fail(L, pos, "axis \"%s\" is not in %s%s (%s%s)%s%s%s", name, m->name ? "mesh @" : "the sharding's mesh",
+                   m->name ? m->name : "", m->naxis ? "its axes: " : "it has no axes", list,
+                   near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
 }
 
 /* name (':' '(' pre ')' size)? checked against the mesh. */

@@ -1354,6 +1354,11 @@ static void test_did_you_mean_words(void **state)
     parse_err("HloModule m, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\\\"x\\\"=2]>}}\n"
               "ENTRY e {\n  ROOT p = f32[2] parameter(0), frontend_attributes={k=\"v\"}\n}\n",
               "'\\\"' outside a string: an escaped quote belongs inside", 1, 69);
+    /* a missing ',' between attributes, a missing '=' after one: said
+     * there (they were "missing attribute 'to_apply'" at the instruction,
+     * "expected attribute name=value, found 'dimensions'") */
+    parse_err(BODY("  z = f32[] constant(0)\n  ROOT x = f32[] reduce(p, z), dimensions={0} to_apply=a"), "expected ',' before attribute 'to_apply'", 5, 47);
+    parse_err(BODY("  z = f32[] constant(0)\n  ROOT x = f32[] reduce(p, z), dimensions {0}, to_apply=a"), "expected '=' after attribute 'dimensions'", 5, 43);
     /* far from every word: no hint */
     IrModule *m = (IrModule *)1;
     IrDiag d = {0};
