@@ -372,6 +372,16 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
             ts_plan_free(*out);
             *out = NULL;
             st = api_give(IR_EINPUT, &id, d);
+        } else if (st == TS_OK && (o->auto_shard || o->mesh)) {
+            /* options that choose the shardings of a compile: a plan's
+             * are chosen (they were ignored without a word) */
+            ir_error(&id, IR_EINPUT, path, NULL, (IrPos){0, 0},
+                     "%s chooses the shardings when a model is compiled, and this plan is compiled: give the "
+                     "model, or leave %s out",
+                     o->auto_shard ? "--auto-shard" : "--mesh", o->auto_shard ? "--auto-shard" : "--mesh");
+            ts_plan_free(*out);
+            *out = NULL;
+            st = api_give(IR_EINPUT, &id, d);
         } else if (st == TS_OK && (o->hosts || o->local_devices)) {
             st = ts_plan_set_layout(*out, o->hosts ? o->hosts : 1, o->local_devices, d);
             if (st != TS_OK) {

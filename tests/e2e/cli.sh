@@ -148,6 +148,13 @@ sed 's/"evil"/"Shardng"/' "$cc" >"$WORK/cc2.hlo"
 expect_status 2 "$TESSEL" compile "$WORK/cc2.hlo" -o "$WORK/cc2.plan"
 expect_in "$ERR" 'cc2.hlo:4:8: error: c: custom-call target "Shardng" is not registered'
 expect_in "$ERR" '; did you mean "Sharding"?'
+# a plan's shardings are chosen: --auto-shard and --mesh with one are refused
+# (they were ignored without a word)
+expect_status 0 "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" -o "$WORK/as.plan"
+expect_status 2 "$TESSEL" run "$WORK/as.plan" --random-inputs 1 --auto-shard
+expect_in "$ERR" "as.plan: error: --auto-shard chooses the shardings when a model is compiled, and this plan is compiled: give the model, or leave --auto-shard out"
+expect_status 2 "$TESSEL" plan "$WORK/as.plan" --mesh 2x2
+expect_in "$ERR" "--mesh chooses the shardings when a model is compiled"
 # help's command, the top-level options and a command's --help: a slip names it
 expect_status 2 "$TESSEL" help rn
 expect_in "$ERR" "unknown command 'rn'; did you mean run?"
