@@ -387,6 +387,38 @@ static IrStatus sharding_group(Import *im, IrComputation *c, IrInstr *x)
     return IR_OK;
 }
 
+static bool same_manual(const IrSdyManual *a, const IrSdyManual *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (int32_t i = 0; i < a->n; i++)
+        if (strcmp(a->axis[i], b->axis[i]) != 0)
+            return false;
+    return true;
+}
+
+/* Each manual axis is an axis of one of the module's meshes: an error at
+ * the axis in the attribute (it was reported in the in_shardings of the
+ * other end, at a sharding that names no such axis). */
+static IrStatus manual_axes_known(Import *im, const IrInstr *x, const char *text, const IrSdyManual *man)
+{
+    for (int32_t i = 0; i < man->n; i++) {
+        bool found = false;
+        for (int32_t k = 0; k < im->meshes.n && !found; k++)
+            for (int32_t a = 0; a < im->meshes.mesh[k].naxis && !found; a++)
+                found = strcmp(im->meshes.mesh[k].axis[a], man->axis[i]) == 0;
+        if (found || im->meshes.n == 0)
+            continue;
+        char q[80];
+        snprintf(q, sizeof q, "\"%.60s\"", man->axis[i]);
+        const char *at = strstr(text, q);
+        return ir_error(im->d, IR_EINPUT, im->m->file, im->m->src,
+                        value_pos(im->m, x->pos, "xla.sdy.manual_axes", at ? (int32_t)(at - text) : 0),
+                        "in xla.sdy.manual_axes: manual axis \"%s\" is in none of the module's meshes", man->axis[i]);
+    }
+    return IR_OK;
+}
+
 /* The manual axes of every shard_map body, from its call's
  * GlobalToLocalShape (or LocalToGlobalShape). */
 static IrStatus body_contexts(Import *im)
@@ -406,6 +438,9 @@ static IrStatus body_contexts(Import *im)
             IrDiag tmp = {0};
             if (ir_sdy_parse_manual_axes(m->arena, t, &man, &tmp) != IR_OK)
                 return place(m, x->pos, "xla.sdy.manual_axes", &tmp, im->d);
+            IrStatus st = manual_axes_known(im, x, t, &man);
+            if (st != IR_OK)
+                return st;
             /* the body: the call among x's users (G) or operands (L) */
             for (int32_t j = 0; j < c->ninstr; j++) {
                 IrInstr *call = &c->instr[j];
@@ -421,8 +456,17 @@ static IrStatus body_contexts(Import *im)
                     const IrInstr *o = &c->instr[x->opnd[k]];
                     linked = x->opnd[k] == j || (o->op == OP_GET_TUPLE_ELEMENT && o->opnd[0] == j);
                 }
-                if (linked)
-                    im->manual[call->called[0]] = man;
+                if (!linked)
+                    continue;
+                /* both ends of one shard_map name one set of axes (the
+                 * last read was taken, whatever the first said) */
+                const IrSdyManual *had = &im->manual[call->called[0]];
+                if (had->n > 0 && !same_manual(had, &man))
+                    return ir_error(im->d, IR_EINPUT, m->file, m->src, value_pos(m, x->pos, "xla.sdy.manual_axes", 0),
+                                    "the manual axes of %s '%s' are not those of the other end of its shard_map "
+                                    "(the call of %s): both name the same axes",
+                                    x->a.x->custom_call_target, x->name, m->comp[call->called[0]]->name);
+                im->manual[call->called[0]] = man;
             }
         }
     }
@@ -610,17 +654,30 @@ static int32_t find_l(const IrComputation *c, int32_t k)
 
 /* Map every user of tuple element i of instruction `from` (a
  * get-tuple-element), or `from` itself when it is not a tuple, to `to`. */
-static void stand_for(const IrComputation *c, int32_t from, int32_t i, int32_t to, Rewrite *rw)
+static IrStatus stand_for(Import *im, const IrComputation *c, int32_t from, int32_t i, int32_t to, Rewrite *rw)
 {
     for (int32_t u = 0; u < c->ninstr; u++) {
         const IrInstr *ux = &c->instr[u];
         if (ux->op == OP_GET_TUPLE_ELEMENT && ux->opnd[0] == from && ux->a.tuple_index == i) {
+            /* the element's shape, as the verifier would have checked
+             * had the get-tuple-element stayed (it goes with the rewrite:
+             * a local shape written wrong was dropped without a word) */
+            if (!ir_shape_compatible(&ux->shape, &c->instr[to].shape)) {
+                char *a = ir_shape_str(&ux->shape, false), *b = ir_shape_str(&c->instr[to].shape, false);
+                IrStatus st = ir_error(im->d, IR_EINPUT, im->m->file, im->m->src, ux->pos,
+                                       "%s: declared shape %s does not match element %d of '%s', %s", ux->name,
+                                       a ? a : "?", (int)i, c->instr[from].name, b ? b : "?");
+                ts_free(a);
+                ts_free(b);
+                return st;
+            }
             rw->map[u] = to;
             rw->dead[u] = true;
         }
     }
     if (c->instr[from].shape.type != IR_TUPLE)
         rw->map[from] = to;
+    return IR_OK;
 }
 
 /* A per-value attribute of x with one sharding per operand, read with the
@@ -664,7 +721,7 @@ static IrStatus shard_map_inputs(Import *im, IrComputation *c, int32_t g, const 
         int32_t f = s < 0 ? -1 : add_marker(m, c, "SPMDFullToShardShape", s, &local, &inm.tuple[i], pos);
         if (f < 0 || !rw_grow(rw, c->ninstr))
             return ir_oom(im->d, NULL);
-        stand_for(c, g, i, f, rw);
+        st = stand_for(im, c, g, i, f, rw);
     }
     rw->dead[g] = true;
     return st;
@@ -696,7 +753,10 @@ static IrStatus shard_map_outputs(Import *im, IrComputation *c, int32_t l, const
             ts_free(t);
             return ir_oom(im->d, NULL);
         }
-        stand_for(c, l, i, t[i], rw);
+        if ((st = stand_for(im, c, l, i, t[i], rw)) != IR_OK) {
+            ts_free(t);
+            return st;
+        }
     }
     IrInstr *lt = &c->instr[l];
     if (lt->shape.type != IR_TUPLE) {

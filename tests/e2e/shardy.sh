@@ -179,6 +179,19 @@ sdy_param "$WORK/wide.hlo" '[{\"x\"}, {}]'
 expect_status 2 "$TESSEL" plan "$WORK/wide.hlo" --num-partitions 4
 expect_in "$ERR" "wide.hlo:1:51: error: mesh @mesh has 8 devices but this run has 4 partitions (--num-partitions 4): "
 expect_in "$ERR" "pass --num-partitions 8, or give the mesh 4 devices"
+# a shard_map whose ends disagree or name no mesh's axis, or whose local
+# shape is written wrong: said there (the axis was reported in the other
+# end's in_shardings; the other two were taken without a word)
+SM="$M/shard_map_full.hlo"
+sed 's/manual_axes{\\"x\\", \\"y\\"}>",xla.sdy.out/manual_axes{\\"x\\", \\"z\\"}>",xla.sdy.out/' "$SM" >"$WORK/sm.hlo"
+expect_status 2 "$TESSEL" check "$WORK/sm.hlo"
+expect_in "$ERR" 'sm.hlo:23:208: error: in xla.sdy.manual_axes: manual axis "z" is in none of the module'"'"'s meshes'
+sed 's/manual_axes{\\"x\\", \\"y\\"}>",xla.sdy.out/manual_axes{\\"x\\"}>",xla.sdy.out/' "$SM" >"$WORK/sm.hlo"
+expect_status 2 "$TESSEL" check "$WORK/sm.hlo"
+expect_in "$ERR" "the manual axes of xla.sdy.LocalToGlobalShape 'shard_map.14' are not those of the other end of its shard_map"
+sed 's/shard_map.11 = f32\[4,4\]/shard_map.11 = f32[4,3]/' "$SM" >"$WORK/sm.hlo"
+expect_status 2 "$TESSEL" check "$WORK/sm.hlo"
+expect_in "$ERR" "sm.hlo:20:3: error: shard_map.11: declared shape f32[4,3] does not match element 0 of 'shard_map.10', f32[4,4]"
 # a maximal mesh on a device past the partitions: the device, not a count
 printf '%s\n' 'HloModule r, frontend_attributes={xla.sdy.meshes={mm = #sdy.mesh<[], device_ids=[5]>}}' '' 'ENTRY main {' \
     '  a = f32[8,4]{1,0} parameter(0), frontend_attributes={xla.sdy.sharding="#sdy.sharding<@mm, []>"}' \
