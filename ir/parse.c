@@ -643,9 +643,12 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
     }
     while (ok && !nested && lx_eat(L, LX_COMMA))
         ok = prs_parse_attribute(P, x);
-    /* name=value on the instruction's line after its attributes: the ','
-     * before it is missing (it was "missing attribute 'to_apply'") */
-    if (ok && !nested && lx_is_attr(L) && L->tok.pos.line == ins->pos.line)
+    /* an attribute's name=value on the instruction's line after its
+     * attributes: the ',' before it is missing (it was "missing attribute
+     * 'to_apply'"). Another name= there is the next instruction (an
+     * inline computation may hold several on one line). */
+    if (ok && !nested && lx_is_attr(L) && L->tok.pos.line == ins->pos.line &&
+        ir_attr_from_name(lx_text(L), lx_tlen(L)) != A_COUNT)
         ok = lx_fail(L, L->tok.pos, "expected ',' before attribute %s", lx_describe(L, buf, sizeof buf));
     ok = ok && prs_check_required(P, x) && assign_callees(P, x);
     if (ok && is_root) {
