@@ -488,11 +488,20 @@ bool lx_nomem(Lexer *L)
     return false;
 }
 
+/* A byte that continues a word to the eye: a name's, a non-ASCII one, or
+ * a control byte other than a blank (a NUL or an escape inside a name
+ * makes it no name: 'neg\0ate' is one word, not the opcode 'neg'). */
+static bool word_byte(char c)
+{
+    unsigned char u = (unsigned char)c;
+    return is_name_char(c) || u >= 0x80 || ((u < 0x20 || u == 0x7f) && !(cls[u] & C_SPACE));
+}
+
 size_t lx_word_end(const Lexer *L)
 {
     size_t e = L->tok.end;
     bool word = L->tok.kind == LX_NAME || (L->tok.kind == LX_OTHER && (unsigned char)L->text[L->tok.start] >= 0x80);
-    while (word && e < L->len && (is_name_char(L->text[e]) || (unsigned char)L->text[e] >= 0x80))
+    while (word && e < L->len && word_byte(L->text[e]))
         e++;
     return e;
 }

@@ -1359,9 +1359,15 @@ static void test_did_you_mean_words(void **state)
      * "expected attribute name=value, found 'dimensions'") */
     parse_err(BODY("  z = f32[] constant(0)\n  ROOT x = f32[] reduce(p, z), dimensions={0} to_apply=a"), "expected ',' before attribute 'to_apply'", 5, 47);
     parse_err(BODY("  z = f32[] constant(0)\n  ROOT x = f32[] reduce(p, z), dimensions {0}, to_apply=a"), "expected '=' after attribute 'dimensions'", 5, 43);
-    /* far from every word: no hint */
+    /* a NUL inside a name makes it no name: it was "unknown opcode 'neg'" */
+    static const char nul[] = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] neg\0ate(p)\n}\n";
+    IrParseOptions po = opts();
     IrModule *m = (IrModule *)1;
     IrDiag d = {0};
+    assert_int_equal(ir_parse("bad.hlo", nul, sizeof nul - 1, &po, &m, &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "unknown opcode 'neg?ate'; did you mean negate?"));
+    ir_diag_clear(&d);
+    /* far from every word: no hint */
     BODY("  ROOT x = pred[2] compare(p, p), direction=XYZZY");
     assert_int_equal(ir_parse("bad.hlo", t, strlen(t), NULL, &m, &d), IR_EINPUT);
     assert_null(strstr(d.msg, "did you mean"));
