@@ -546,11 +546,14 @@ TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, Ts
             char what[40];
             snprintf(what, sizeof what, "o->expand[%d]", (int)k);
             return api_null(d, __func__, what);
-        } else if (!names_something(p, o->expand[k]))
+        } else if (!names_something(p, o->expand[k])) {
+            const char *near = compile_plan_nearest_name(&p->r, o->expand[k], true);
             return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                     "--expand %s: no computation or instruction of that name%s", o->expand[k],
-                                     p->r.from_plan ? " (a plan file keeps no logical module to expand)" : ""),
+                                     "--expand %s: no computation or instruction of that name%s%s%s%s", o->expand[k],
+                                     p->r.from_plan ? " (a plan file keeps no logical module to expand)" : "",
+                                     near ? "; did you mean " : "", near ? near : "", near ? "?" : ""),
                             &id, d);
+        }
     PlanView view = {.nexpand = o ? o->nexpand : 0, .expand = o ? o->expand : NULL,
                      .graph_svg = o ? o->graph_svg : NULL};
     if (p->r.prog.ncluster == 0)

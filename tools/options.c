@@ -478,6 +478,10 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         return CLI_OK;
     }
     case OPT_FORMAT:
+        /* devices prints text or json only: said here, with its words */
+        if (strcmp(cmd->name, "devices") == 0 && strcmp(v, "text") && strcmp(v, "json"))
+            return bad_word(cmd, "--format is text or json for 'tessel devices'", v,
+                            (const char *const[]){"text", "json"}, 2);
         if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "dot") && strcmp(v, "html"))
             return bad_word(cmd, "--format is text, json, dot or html", v,
                             (const char *const[]){"text", "json", "dot", "html"}, 4);

@@ -155,6 +155,14 @@ expect_status 2 "$TESSEL" run "$WORK/as.plan" --random-inputs 1 --auto-shard
 expect_in "$ERR" "as.plan: error: --auto-shard chooses the shardings when a model is compiled, and this plan is compiled: give the model, or leave --auto-shard out"
 expect_status 2 "$TESSEL" plan "$WORK/as.plan" --mesh 2x2
 expect_in "$ERR" "--mesh chooses the shardings when a model is compiled"
+# devices takes text or json only (it was told "text, json, dot or html")
+expect_status 2 "$TESSEL" devices --format xml
+expect_in "$ERR" "--format is text or json for 'tessel devices', not 'xml'"
+# names a slip away in --show and --expand
+expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --show w11
+expect_in "$ERR" "--show w11: no such instruction, input or output (names: an instruction, an entry parameter, 'input K', 'output K', or 'all'); did you mean w1?"
+expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --expand mian --format dot
+expect_in "$ERR" "--expand mian: no computation or instruction of that name; did you mean main?"
 # help's command, the top-level options and a command's --help: a slip names it
 expect_status 2 "$TESSEL" help rn
 expect_in "$ERR" "unknown command 'rn'; did you mean run?"
