@@ -473,6 +473,48 @@ static IrStatus body_contexts(Import *im)
     return IR_OK;
 }
 
+/* The Shardy attributes of a value tessel reads, and the others XLA's
+ * round trip writes that it passes over (they steer Shardy only). */
+static const char *const read_keys[] = {"xla.sdy.sharding", "xla.sdy.sharding_group_id", "xla.sdy.manual_axes",
+                                        "xla.sdy.in_shardings", "xla.sdy.out_shardings", "xla.sdy.allowed_direction"};
+static const char *const other_keys[] = {
+    "xla.sdy.sharding_rule", "xla.sdy.propagation_edges", "xla.sdy.block_arg_propagation_edges",
+    "xla.sdy.result_propagation_edges", "xla.sdy.frontend_attributes", "xla.sdy.use_tuple_args",
+    "xla.sdy.import_mhlo_shardings", "xla.sdy.has_unreduced_axes", "xla.sdy.tuple_sharding", NULL};
+
+static const char *read_key_at(void *ctx, int32_t i)
+{
+    (void)ctx;
+    return read_keys[i];
+}
+
+/* A frontend attribute xla.sdy.K that is a slip of one tessel reads
+ * (xla.sdy.shardng): an error naming it. It was passed over like the keys
+ * tessel does not read, and the value ran unsharded without a word. Keys
+ * far from every read one are let be (XLA writes others). */
+static IrStatus slipped_key(Import *im, const IrInstr *x)
+{
+    for (int32_t k = 0; k < x->a.nfrontend; k++) {
+        const char *key = x->a.frontend[k].key;
+        if (strncmp(key, "xla.sdy.", 8) != 0 || ir_str_index(key, other_keys) >= 0)
+            continue;
+        int32_t nread = (int32_t)(sizeof read_keys / sizeof read_keys[0]);
+        bool known = false;
+        for (int32_t r = 0; r < nread; r++)
+            known |= strcmp(key, read_keys[r]) == 0;
+        const char *near = known ? NULL : ir_nearest(key, strlen(key), nread, read_key_at, NULL);
+        if (!near || ir_edit_distance(key, strlen(key), near, strlen(near)) > 2)
+            continue;
+        IrPos at = value_pos(im->m, x->pos, key, 0); /* the value's; the key stands before its '=' */
+        if (at.col > (int32_t)strlen(key) + 1)
+            at.col -= (int32_t)strlen(key) + 1;
+        return ir_error(im->d, IR_EINPUT, im->m->file, im->m->src, at,
+                        "'%s' has the frontend attribute %s, which tessel does not read; did you mean %s?", x->name,
+                        key, near);
+    }
+    return IR_OK;
+}
+
 static IrStatus read_values(Import *im)
 {
     IrModule *m = im->m;
@@ -480,7 +522,9 @@ static IrStatus read_values(Import *im)
         IrComputation *c = m->comp[ci];
         for (int32_t i = 0; i < c->ninstr; i++) {
             IrInstr *x = &c->instr[i];
-            IrStatus st = IR_OK;
+            IrStatus st = slipped_key(im, x);
+            if (st != IR_OK)
+                return st;
             /* XLA's own tests put xla.sdy.sharding beside sharding= in
              * modules without meshes: there sharding= is all there is. */
             if (ir_frontend_attr(x, "xla.sdy.sharding") && (im->meshes.n > 0 || !x->sharding))

@@ -173,6 +173,11 @@ expect_in "$ERR" "found 'sdy.shardng'; did you mean sdy.sharding?"
 sed 's/@mesh,/@mesh2,/' "$WORK/rank.hlo" >"$WORK/slip.hlo"
 expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
 expect_in "$ERR" "mesh @mesh2 is not defined (the module's xla.sdy.meshes does not name it); did you mean @mesh?"
+# a slip of a Shardy attribute tessel reads is named (it was passed over:
+# the value ran unsharded, without a word when another value was sharded)
+sed 's/xla.sdy.sharding=/xla.sdy.shardng=/' "$WORK/rank.hlo" >"$WORK/slip.hlo"
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" "slip.hlo:4:57: error: 'a' has the frontend attribute xla.sdy.shardng, which tessel does not read; did you mean xla.sdy.sharding?"
 # a mesh wider than the run's partitions: the mesh, its devices and the
 # partitions (it was "device 2 is out of range [0, 2)" at the first value)
 sdy_param "$WORK/wide.hlo" '[{\"x\"}, {}]'
