@@ -131,6 +131,19 @@ static IrStatus header_meshes(IrModule *m, IrSdyMeshes *out, IrDiag *d)
         if (strcmp(m->header_attr[i].key, "frontend_attributes") == 0)
             raw = m->header_attr[i].value;
     const char *p = raw ? strstr(raw, "xla.sdy.meshes") : NULL;
+    /* a slip of the key (xla.sdy.meshs) left the module without meshes:
+     * every @mesh was then "not defined (xla.sdy.meshes is missing)" */
+    for (const char *q = raw ? strstr(raw, "xla.sdy.") : NULL; !p && q; q = strstr(q + 1, "xla.sdy.")) {
+        size_t n = strspn(q, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.");
+        if (ir_edit_distance(q, n, "xla.sdy.meshes", 14) <= 2 && m->src) {
+            const char *at = strstr(m->src, "xla.sdy.");
+            while (at && strncmp(at, q, n) != 0)
+                at = strstr(at + 1, "xla.sdy.");
+            IrPos pos = at ? pos_of_offset(m->src, (size_t)(at - m->src)) : (IrPos){0, 0};
+            return ir_error(d, IR_EINPUT, m->file, m->src, pos,
+                            "the module's frontend attribute %.*s is not read; did you mean xla.sdy.meshes?", (int)n, q);
+        }
+    }
     if (!p)
         return IR_OK;
     p += strlen("xla.sdy.meshes");

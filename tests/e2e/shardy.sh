@@ -178,6 +178,9 @@ expect_in "$ERR" "mesh @mesh2 is not defined (the module's xla.sdy.meshes does n
 sed 's/xla.sdy.sharding=/xla.sdy.shardng=/' "$WORK/rank.hlo" >"$WORK/slip.hlo"
 expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
 expect_in "$ERR" "slip.hlo:4:57: error: 'a' has the frontend attribute xla.sdy.shardng, which tessel does not read; did you mean xla.sdy.sharding?"
+sed 's/xla.sdy.meshes=/xla.sdy.meshs=/' "$WORK/rank.hlo" >"$WORK/slip.hlo"
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" "slip.hlo:1:35: error: the module's frontend attribute xla.sdy.meshs is not read; did you mean xla.sdy.meshes?"
 # a mesh wider than the run's partitions: the mesh, its devices and the
 # partitions (it was "device 2 is out of range [0, 2)" at the first value)
 sdy_param "$WORK/wide.hlo" '[{\"x\"}, {}]'
