@@ -1347,6 +1347,8 @@ static void test_did_you_mean_words(void **state)
     parse_err(BODY("  z = f32[] constant(0)\n  ROOT x = f32[] reduce(p, z), dimensions={0}, to_apply=ad\n}\n"
                    "ad2 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)"),
               "undefined computation 'ad'; did you mean ad2?", 5, 57);
+    parse_err(BODY("  ROOT c = pred[2] constant({true, flase})"),
+              "expected true, false, 0 or 1 for pred, found 'flase'; did you mean false?", 4, 36);
     parse_err(BODY("  ROOT c = f32[2] constant({1, nann})"), "expected floating-point value, found 'nann'; did you mean nan?",
               4, 32);
     /* an escaped quote pasted from the quoted form into braces: said where
