@@ -179,9 +179,9 @@ int ir_edit_distance(const char *a, size_t n, const char *b, size_t m);
  * the one nearest to key[0..n) when it is a slip away (at most a third of
  * the key's characters, at least 1, and not the key itself; a non-ASCII
  * character of the key counts as one; the name in other case is nearest
- * of all); else NULL. Of equally near names the one as long as the key
- * wins, then of names of one length the one ending as the key does, then
- * the first. */
+ * of all); else NULL. Of equally near names the one starting as the key
+ * does wins, then the one as long as the key, then of names of one length
+ * the one ending as the key does, then the first. */
 const char *ir_nearest(const char *key, size_t n, int32_t count, const char *(*name)(void *ctx, int32_t i),
                        void *ctx);
 

@@ -58,6 +58,23 @@ static size_t one_byte_per_char(const char *key, size_t n, char *buf)
     return k;
 }
 
+/* Between two names equally near key[0..n): does s win over pick? The
+ * one that starts as the word does (a first byte is seldom the slip: 'w'
+ * is w1, not x), then the one as long as the word (a swap or a wrong byte
+ * is a likelier slip than a lost or an extra one: tahn is tanh), then, of
+ * one length, the one that ends as the word does (a byte added inside is
+ * likelier than a last one: LTE is LE, not LT); else the first stays. */
+static bool tie_wins(const char *key, size_t n, const char *s, size_t len, const char *pick)
+{
+    size_t plen = strlen(pick);
+    bool s_first = len > 0 && n > 0 && s[0] == key[0], p_first = plen > 0 && n > 0 && pick[0] == key[0];
+    if (s_first != p_first)
+        return s_first;
+    if ((len == n) != (plen == n))
+        return len == n;
+    return len == plen && n > 0 && len > 0 && s[len - 1] == key[n - 1] && pick[plen - 1] != key[n - 1];
+}
+
 const char *ir_nearest(const char *key, size_t n, int32_t count, const char *(*name)(void *ctx, int32_t i),
                        void *ctx)
 {
@@ -83,15 +100,7 @@ const char *ir_nearest(const char *key, size_t n, int32_t count, const char *(*n
             continue;
         size_t len = strlen(s);
         int d = ir_edit_distance(key, n, s, len);
-        /* A tie goes to the name as long as the word (a swap or a wrong
-         * byte is a likelier slip than a lost or an extra one); between
-         * names of one length, to the one that ends as the word does (a
-         * byte added inside is a likelier slip than the last one: LTE is
-         * LE, not LT). */
-        bool same_length_wins = d == best && pick && len == n && strlen(pick) != n;
-        bool same_end_wins = d == best && pick && len == strlen(pick) && n > 0 && len > 0 &&
-                             s[len - 1] == key[n - 1] && pick[len - 1] != key[n - 1];
-        if (d > 0 && (d < best || same_length_wins || same_end_wins)) {
+        if (d > 0 && (d < best || (d == best && pick && tie_wins(key, n, s, len, pick)))) {
             best = d;
             pick = s;
         }

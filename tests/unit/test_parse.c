@@ -1242,6 +1242,11 @@ static void test_diag_control_bytes(void **state)
     ir_diag_clear(&e);
 }
 
+static const char *list_at(void *ctx, int32_t i)
+{
+    return ((const char *const *)ctx)[i];
+}
+
 static void test_did_you_mean(void **state)
 {
     (void)state;
@@ -1276,6 +1281,16 @@ static void test_did_you_mean(void **state)
     assert_int_equal(ir_edit_distance("ca", 2, "abc", 3), 3);
     parse_err("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] tahn(p)\n}\n",
               "unknown opcode 'tahn'; did you mean tanh?", 4, 19);
+    /* ties, by hand (each one edit away): the name starting as the word
+     * wins ('w': w1, not x, which came first), then the one as long as it,
+     * then of one length the one ending as it does (LTE: LE, not LT) */
+    const char *const names[] = {"x", "w1", "w2"}, *const dirs[] = {"LT", "LE"}, *const ops[] = {"m_w", "m_w.1"};
+    assert_string_equal(ir_nearest("w", 1, 3, list_at, (void *)names), "w1");
+    assert_string_equal(ir_nearest("LTE", 3, 2, list_at, (void *)dirs), "LE");
+    assert_string_equal(ir_nearest("m_w1", 4, 2, list_at, (void *)ops), "m_w");
+    /* a non-ASCII letter is one edit; other case is always near */
+    assert_string_equal(ir_nearest("d\xc3\xb3t", 4, 1, list_at, (void *)(const char *const[]){"dot"}), "dot");
+    assert_string_equal(ir_nearest("ENTRY", 5, 1, list_at, (void *)(const char *const[]){"entry"}), "entry");
 }
 
 /* Every closed set of words the parser takes names the word a slip is of
