@@ -614,8 +614,15 @@ bool prs_parse_shape_list(Parser *P, IrAttrsX *ax)
 
 bool prs_parse_string_attr(Parser *P, const char **out)
 {
+    Lexer *L = &P->L;
     char *s;
-    if (!lx_string(&P->L, &s, "string"))
+    /* a bare word where a string goes (custom_call_target=Sharding) */
+    if (lx_is(L, LX_NAME)) {
+        char buf[64];
+        return lx_fail(L, L->tok.pos, "expected a string in quotes, found %s: write \"%.*s\"",
+                       lx_describe(L, buf, sizeof buf), (int)(lx_word_end(L) - L->tok.start), lx_text(L));
+    }
+    if (!lx_string(L, &s, "string"))
         return false;
     *out = s;
     return true;

@@ -1384,6 +1384,9 @@ static void test_did_you_mean_words(void **state)
     assert_int_equal(ir_parse("bad.hlo", nul, sizeof nul - 1, &po, &m, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "unknown opcode 'neg?ate'; did you mean negate?"));
     ir_diag_clear(&d);
+    /* a bare word where a string goes: what to write */
+    parse_err(BODY("  ROOT c = f32[2] custom-call(p), custom_call_target=Sharding"),
+              "expected a string in quotes, found 'Sharding': write \"Sharding\"", 4, 54);
     /* far from every word: no hint */
     BODY("  ROOT x = pred[2] compare(p, p), direction=XYZZY");
     assert_int_equal(ir_parse("bad.hlo", t, strlen(t), NULL, &m, &d), IR_EINPUT);
