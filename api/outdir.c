@@ -5,7 +5,12 @@
  *   DIR/.tessel.lock   flock()ed for the whole run (ts_output_dir_open to
  *                      ts_output_dir_close): a second run into DIR fails at
  *                      once, naming the first one's pid; the kernel drops
- *                      the lock when a process dies, so none goes stale
+ *                      the lock when a process dies, so none goes stale.
+ *                      The pid is written once the lock is held and cleared
+ *                      before it is let go, so the file names its holder
+ *                      only while a tessel run holds it; another program
+ *                      holding the lock (flock(1)), or a pid a killed run
+ *                      left that no live process has, is "another process"
  *   DIR/.tessel-tmp-*  each file of the run, created O_CREAT|O_EXCL|
  *                      O_NOFOLLOW under an unpredictable name (a link
  *                      planted anywhere is never followed)
@@ -50,6 +55,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,6 +92,21 @@ static TsStatus fail_errno(IrStatus st, const char *path, const char *what, int 
     return api_give(ir_error(&id, st, path, NULL, (IrPos){0, 0}, "%s: %s", what, strerror(err)), &id, d);
 }
 
+/* The pid a tessel run holding the lock wrote into it, when it is one and
+ * a live process has it; else 0 (the holder is another program, or the
+ * run that wrote it was killed before it could clear it). */
+static long holder_pid(int fd)
+{
+    char buf[32] = "";
+    ssize_t r = pread(fd, buf, sizeof buf - 1, 0);
+    buf[r > 0 ? r : 0] = 0;
+    char *end = NULL;
+    long pid = strtol(buf, &end, 10);
+    if (end == buf || *end != '\n' || pid <= 0 || pid == (long)getpid())
+        return 0;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM ? pid : 0;
+}
+
 /* Create DIR if it is missing (od->made) and lock DIR/.tessel.lock. */
 static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
 {
@@ -114,16 +135,16 @@ static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
         st = fail_errno(IR_ERUNTIME, lp, "cannot create the output directory's lock", err, d);
     } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         err = errno;
-        char pid[32] = "";
-        ssize_t r = pread(fd, pid, sizeof pid - 1, 0);
-        pid[r > 0 ? r : 0] = 0;
-        pid[strcspn(pid, "\n")] = 0;
+        long pid = err == EWOULDBLOCK ? holder_pid(fd) : 0;
+        char who[64] = "another process";
+        if (pid > 0)
+            snprintf(who, sizeof who, "another tessel run (pid %ld)", pid);
         st = err == EWOULDBLOCK
                  ? api_give(ir_error(&id, IR_ERUNTIME, dir, NULL, (IrPos){0, 0},
-                                     "another tessel run%s%s%s is writing into this directory (%s is "
-                                     "locked); two runs into one directory would mix their files: give "
-                                     "another directory or let the first finish",
-                                     *pid ? " (pid " : "", pid, *pid ? ")" : "", LOCK),
+                                     "%s is writing into this directory (%s is locked); two runs into one "
+                                     "directory would mix their files: give another directory or let the "
+                                     "first finish",
+                                     who, LOCK),
                             &id, d)
                  : fail_errno(IR_ERUNTIME, lp, "cannot lock", err, d);
         close(fd);
@@ -228,8 +249,14 @@ void ts_output_dir_close(TsOutputDir *od)
             rmdir(od->dir);
         ts_free(lp);
     }
-    if (od->lock_fd >= 0)
+    if (od->lock_fd >= 0) {
+        /* Cleared while still held: a run that finds the lock taken after
+         * this reads no pid of a run that is over. */
+        if (ftruncate(od->lock_fd, 0) != 0) {
+            /* the file keeps the pid; holder_pid finds it dead */
+        }
         close(od->lock_fd);
+    }
     ts_free(od->dir);
     ts_free(od);
 }

@@ -372,6 +372,16 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
             ts_plan_free(*out);
             *out = NULL;
             st = api_give(IR_EINPUT, &id, d);
+        } else if (st == TS_OK && (o->auto_shard || o->mesh)) {
+            /* options that choose the shardings of a compile: a plan's
+             * are chosen (they were ignored without a word) */
+            ir_error(&id, IR_EINPUT, path, NULL, (IrPos){0, 0},
+                     "%s chooses the shardings when a model is compiled, and this plan is compiled: give the "
+                     "model, or leave %s out",
+                     o->auto_shard ? "--auto-shard" : "--mesh", o->auto_shard ? "--auto-shard" : "--mesh");
+            ts_plan_free(*out);
+            *out = NULL;
+            st = api_give(IR_EINPUT, &id, d);
         } else if (st == TS_OK && (o->hosts || o->local_devices)) {
             st = ts_plan_set_layout(*out, o->hosts ? o->hosts : 1, o->local_devices, d);
             if (st != TS_OK) {
@@ -536,11 +546,14 @@ TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, Ts
             char what[40];
             snprintf(what, sizeof what, "o->expand[%d]", (int)k);
             return api_null(d, __func__, what);
-        } else if (!names_something(p, o->expand[k]))
+        } else if (!names_something(p, o->expand[k])) {
+            const char *near = compile_plan_nearest_name(&p->r, o->expand[k], true);
             return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                     "--expand %s: no computation or instruction of that name%s", o->expand[k],
-                                     p->r.from_plan ? " (a plan file keeps no logical module to expand)" : ""),
+                                     "--expand %s: no computation or instruction of that name%s%s%s%s", o->expand[k],
+                                     p->r.from_plan ? " (a plan file keeps no logical module to expand)" : "",
+                                     near ? "; did you mean " : "", near ? near : "", near ? "?" : ""),
                             &id, d);
+        }
     PlanView view = {.nexpand = o ? o->nexpand : 0, .expand = o ? o->expand : NULL,
                      .graph_svg = o ? o->graph_svg : NULL};
     if (p->r.prog.ncluster == 0)

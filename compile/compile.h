@@ -253,6 +253,11 @@ void compile_why_lines(IrStrBuf *o, const SpmdCollective *c, const char *file, c
  * name), each with its reason. Heap text; NULL with IR_EINPUT when r has
  * nothing of that name, or IR_ENOMEM, in d. */
 char *compile_plan_why(const CompileResult *r, const char *name, IrDiag *d);
+/* "Did you mean": the instruction or collective name of the plan (and
+ * computation name, with `computations`) that `name` is a slip of
+ * (ir_nearest), for --why, --show and --expand; NULL for none. The name
+ * lives as long as the plan. */
+const char *compile_plan_nearest_name(const CompileResult *r, const char *name, bool computations);
 
 /* ---- view_colour.c ---- */
 

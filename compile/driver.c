@@ -408,26 +408,6 @@ static void warn_unsplit(const GivenShardings *g, const PlanProgram *p, int64_t 
     ts_free(msg);
 }
 
-/* The devices sharding s names (largest id + 1; 0 for replicated). */
-static int64_t sharding_devices(const IrSharding *s)
-{
-    int64_t n = 0;
-    if (!s)
-        return 0;
-    if (s->kind == SHD_MAXIMAL)
-        return s->device + 1;
-    if (s->kind == SHD_TUPLE) {
-        for (int32_t i = 0; i < s->ntuple; i++) {
-            int64_t t = sharding_devices(&s->tuple[i]);
-            n = t > n ? t : n;
-        }
-        return n;
-    }
-    for (int64_t i = 0; s->kind == SHD_TILED && s->devices && i < s->ndevices; i++)
-        n = s->devices[i] + 1 > n ? s->devices[i] + 1 : n;
-    return s->kind == SHD_TILED && !s->devices ? s->ndevices : n;
-}
-
 /* Step 2a: a module whose header names no partition count (JAX's lowered
  * text leaves it to the compile options) and no option gives one, but whose
  * shardings name devices: say what to pass rather than fail later, on the
@@ -438,7 +418,7 @@ static IrStatus check_count_given(const IrModule *src, const CompileOptions *o, 
         for (int32_t c = 0; c < src->ncomp; c++)
             for (int32_t i = 0; i < src->comp[c]->ninstr; i++) {
                 const IrInstr *ins = &src->comp[c]->instr[i];
-                int64_t k = sharding_devices(ins->sharding);
+                int64_t k = ir_sharding_width(ins->sharding);
                 if (k > 1)
                     return ir_error(d, IR_EINPUT, src->file, NULL, ins->pos,
                                     "the sharding of %s names %lld devices but module %s sets no num_partitions: "
@@ -446,6 +426,21 @@ static IrStatus check_count_given(const IrModule *src, const CompileOptions *o, 
                                     ins->name, (long long)k, src->name ? src->name : "?", (long long)k);
             }
     return IR_OK;
+}
+
+/* Step 2b: shardings over more devices than the run's N partitions. When
+ * one was made from a Shardy mesh that wide, say so in the user's terms
+ * (the mesh, its devices, the partitions and where N came from) rather
+ * than as the first sharding's "device 4 is out of range [0, 4)". */
+static IrStatus check_meshes_fit(const IrModule *src, const CompileOptions *o, int64_t n, IrDiag *d)
+{
+    int64_t used = 0;
+    for (int32_t c = 0; c < src->ncomp; c++)
+        for (int32_t i = 0; i < src->comp[c]->ninstr; i++) {
+            int64_t k = ir_sharding_width(src->comp[c]->instr[i].sharding);
+            used = k > used ? k : used;
+        }
+    return ir_sdy_check_mesh_fits(src, n, used, !o->num_partitions, d);
 }
 
 /* Step 2: N and R from the options, else the header; within the bound. */
@@ -584,6 +579,8 @@ static IrStatus compile_once(IrModule *src, const CompileOptions *opt, CompileRe
     IrStatus st = check_count_given(src, &o, d);
     if (st == IR_OK)
         st = devices(src, &o, &n, &r, d);
+    if (st == IR_OK)
+        st = check_meshes_fit(src, &o, n, d);
     if (st == IR_OK)
         st = ir_verify_groups(src, n, r, d);
     if (st != IR_OK) {

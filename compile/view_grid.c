@@ -525,12 +525,14 @@ char *compile_plan_show(const CompileResult *r, const char *name, unsigned flags
     if (!found) {
         ir_sb_free(&o);
         bool loaded = r->prog.ncluster > 0 && !r->prog.cluster[0].src;
+        const char *near = compile_plan_nearest_name(r, name, false);
         ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                  "--show %s: no such %s (names: an instruction, an entry parameter, 'input K', 'output K', "
-                 "or 'all')",
+                 "or 'all')%s%s%s",
                  name, loaded ? "input or output in this plan file (a plan keeps the shardings of its inputs "
                                 "and outputs only)"
-                              : "instruction, input or output");
+                              : "instruction, input or output",
+                 near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
         return NULL;
     }
     char *s = ir_sb_take(&o);

@@ -82,16 +82,17 @@ static void names_add(Names *ns, const char *s)
     ns->v[ns->n++] = s;
 }
 
-/* The instruction or collective name of the plan nearest to `name` (a
- * slip away: ir_nearest), for "did you mean"; NULL for none. */
-static const char *nearest_name(const CompileResult *r, const char *name)
+const char *compile_plan_nearest_name(const CompileResult *r, const char *name, bool computations)
 {
     Names ns = {0};
     for (int32_t k = 0; k < r->prog.ncluster; k++) {
         const PlanCluster *pc = &r->prog.cluster[k];
-        for (int32_t c = 0; pc->src && c < pc->src->ncomp; c++)
+        for (int32_t c = 0; pc->src && c < pc->src->ncomp; c++) {
+            if (computations)
+                names_add(&ns, pc->src->comp[c]->name);
             for (int32_t i = 0; i < pc->src->comp[c]->ninstr; i++)
                 names_add(&ns, pc->src->comp[c]->instr[i].name);
+        }
         for (int32_t j = 0; j < pc->report.ncoll; j++)
             names_add(&ns, pc->report.coll[j].name);
     }
@@ -129,7 +130,7 @@ char *compile_plan_why(const CompileResult *r, const char *name, IrDiag *d)
     }
     if (!known) {
         ir_sb_free(&body);
-        const char *near = nearest_name(r, name);
+        const char *near = compile_plan_nearest_name(r, name, false);
         ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                  "--why %s: no instruction or collective of that name in the plan%s%s%s", name,
                  near ? "; did you mean " : "", near ? near : "", near ? "?" : "");

@@ -512,6 +512,9 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
  * TopK (k_topk.c), Qr and ProductOfElementaryHouseholderReflectors
  * (k_qr.c). Others need DevExecOptions.custom. */
 bool dev_builtin_target(const char *target);
+/* "Did you mean": the registry's target that `target` is a slip of
+ * (ir_nearest: SPMDFullToShardShap, Shardng), else NULL. */
+const char *dev_builtin_target_nearest(const char *target);
 
 /* ------------------------------------------------------------------ */
 /* Kernels: one entry per op family. Each reads operands and writes a new  */

@@ -139,6 +139,17 @@ bool dev_builtin_target(const char *t)
     return find(t) != NULL;
 }
 
+static const char *builtin_name(void *ctx, int32_t i)
+{
+    (void)ctx;
+    return builtin[i].name;
+}
+
+const char *dev_builtin_target_nearest(const char *t)
+{
+    return t ? ir_nearest(t, strlen(t), (int32_t)(sizeof builtin / sizeof builtin[0]), builtin_name, NULL) : NULL;
+}
+
 IrStatus dev_k_builtin_custom_call(const DevKernelArgs *k, DevValue **out)
 {
     BuiltinKernel f = find(k->ins->a.x->custom_call_target);

@@ -40,6 +40,13 @@ typedef struct Policy {
     const char *names;   /* "a,b" for SAVE_NAMES */
 } Policy;
 
+static const char *policy_word(void *ctx, int32_t i)
+{
+    (void)ctx;
+    static const char *const words[] = {"dots", "nothing"};
+    return words[i];
+}
+
 /* Parse --remat's text; IR_EINPUT naming what is expected. */
 static IrStatus parse_policy(const char *text, Policy *p, IrDiag *d)
 {
@@ -49,10 +56,12 @@ static IrStatus parse_policy(const char *text, Policy *p, IrDiag *d)
         *p = (Policy){SAVE_NOTHING, NULL};
     else if (strncmp(text, "names=", 6) == 0 && text[6] && text[6] != ',')
         *p = (Policy){SAVE_NAMES, text + 6};
-    else
+    else {
+        const char *near = ir_nearest(text, strlen(text), 2, policy_word, NULL);
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                        "grad: --remat takes dots, nothing or names=A,B (the values the backward keeps), not '%s'",
-                        text);
+                        "grad: --remat takes dots, nothing or names=A,B (the values the backward keeps), not '%s'%s%s%s",
+                        text, near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    }
     return IR_OK;
 }
 

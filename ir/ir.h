@@ -177,8 +177,11 @@ long ts_alloc_count(void);
 int ir_edit_distance(const char *a, size_t n, const char *b, size_t m);
 /* "Did you mean": of the names name(ctx, 0..count) (NULL ones skipped),
  * the one nearest to key[0..n) when it is a slip away (at most a third of
- * the key's bytes, at least 1, and not the key itself); else NULL. The
- * first of equally near names wins. */
+ * the key's characters, at least 1, and not the key itself; a non-ASCII
+ * character of the key counts as one; the name in other case is nearest
+ * of all); else NULL. Of equally near names the one starting as the key
+ * does wins, then the one as long as the key, then of names of one length
+ * the one ending as the key does, then the first. */
 const char *ir_nearest(const char *key, size_t n, int32_t count, const char *(*name)(void *ctx, int32_t i),
                        void *ctx);
 
@@ -638,6 +641,9 @@ int64_t ir_sharding_replication(const IrSharding *s);
 /* Number of distinct tiles (product of data tile dims). */
 int64_t ir_sharding_num_tiles(const IrSharding *s);
 bool ir_sharding_equal(const IrSharding *a, const IrSharding *b);
+/* The devices s names: its largest device id + 1 (0 for NULL, replicated
+ * or manual; a tuple's widest leaf). */
+int64_t ir_sharding_width(const IrSharding *s);
 /* 0, 1, ..., n-1 as one table shared by every sharding whose devices are
  * in that order (the iota form without a transpose, and what projections
  * of it keep): a sharding's device array is never written after it is
@@ -691,13 +697,15 @@ typedef struct IrSdyManual {
 /* `{mesh = #sdy.mesh<["x"=2]>, ...}` */
 IrStatus ir_sdy_parse_meshes(IrArena *a, const char *text, IrSdyMeshes *out, IrDiag *d);
 /* `#sdy.sharding<@mesh, [...]>` gives one sharding; `#sdy.sharding_per_value
- * <[...]>` a SHD_TUPLE of one per value (even one). `manual` (NULL: none)
+ * <[...]>` a SHD_TUPLE of one per value (even one). `shape` (NULL: none)
+ * is the value's: each sharding that names dimensions must name one per
+ * dimension of its value. `manual` (NULL: none)
  * names axes that are manual (a shard_map body): they become a manual
  * subgroup, or {manual} when they are all of the mesh's axes. `budget`
  * (NULL: the parser's own) counts down the device-list entries that may
  * still be allocated, across calls: one module's attributes share one. */
 IrStatus ir_sdy_parse_sharding(IrArena *a, const IrSdyMeshes *meshes, const IrSdyManual *manual, const char *text,
-                               int64_t *budget, IrSharding *out, IrDiag *d);
+                               const IrShape *shape, int64_t *budget, IrSharding *out, IrDiag *d);
 /* `#sdy<manual_axes{"x", "y"}>` */
 IrStatus ir_sdy_parse_manual_axes(IrArena *a, const char *text, IrSdyManual *out, IrDiag *d);
 
@@ -1245,6 +1253,13 @@ IrStatus ir_parse_file(const char *path, const IrParseOptions *opt, IrModule **o
  * SPMDShardToFullShape). A module without Shardy attributes is left as it
  * is. Errors (IR_EINPUT) point into the attribute's text in m->src. */
 IrStatus ir_sdy_import(IrModule *m, IrDiag *d);
+/* A sharding of m names `used` devices, more than the `ndev` partitions a
+ * run has (from the module header's num_partitions, else from the command
+ * line's --num-partitions): when one of m's Shardy meshes is that wide (the
+ * one the sharding was made from, as far as its device count tells), an
+ * input error at the mesh in the header saying so and what to do; IR_OK
+ * otherwise (no mesh to blame: the caller's own error stands). */
+IrStatus ir_sdy_check_mesh_fits(const IrModule *m, int64_t ndev, int64_t used, bool from_header, IrDiag *d);
 
 /* lapack_calls.c: JAX's CPU LAPACK custom-calls of a parsed module,
  * lapack_?potrf_ffi and lapack_?trsm_ffi (? = s, d, c, z), made tessel's

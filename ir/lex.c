@@ -488,6 +488,50 @@ bool lx_nomem(Lexer *L)
     return false;
 }
 
+/* A byte that continues a word to the eye: a name's, a non-ASCII one, or
+ * a control byte other than a blank (a NUL or an escape inside a name
+ * makes it no name: 'neg\0ate' is one word, not the opcode 'neg'). */
+static bool word_byte(char c)
+{
+    unsigned char u = (unsigned char)c;
+    return is_name_char(c) || u >= 0x80 || ((u < 0x20 || u == 0x7f) && !(cls[u] & C_SPACE));
+}
+
+size_t lx_word_end(const Lexer *L)
+{
+    size_t e = L->tok.end;
+    bool word = L->tok.kind == LX_NAME || (L->tok.kind == LX_OTHER && (unsigned char)L->text[L->tok.start] >= 0x80);
+    while (word && e < L->len && word_byte(L->text[e]))
+        e++;
+    return e;
+}
+
+static const char *word_at_list(void *ctx, int32_t i)
+{
+    return ((const char *const *)ctx)[i];
+}
+
+const char *lx_near(const Lexer *L, const char *const *words)
+{
+    int32_t n = 0;
+    while (words[n])
+        n++;
+    bool word = L->tok.kind == LX_NAME || (L->tok.kind == LX_OTHER && (unsigned char)L->text[L->tok.start] >= 0x80);
+    if (!word)
+        return NULL;
+    return ir_nearest(lx_text(L), lx_word_end(L) - L->tok.start, n, word_at_list, (void *)words);
+}
+
+bool lx_expected_word(Lexer *L, const char *what, const char *const *words)
+{
+    char buf[64];
+    if (L->tok.kind == LX_BAD)
+        return lx_fail(L, L->tok.pos, "%s", L->tok.bad);
+    const char *near = lx_near(L, words);
+    return lx_fail(L, L->tok.pos, "expected %s, found %s%s%s%s", what, lx_describe(L, buf, sizeof buf),
+                   near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+}
+
 const char *lx_describe(const Lexer *L, char *buf, size_t n)
 {
     switch (L->tok.kind) {
@@ -498,13 +542,10 @@ const char *lx_describe(const Lexer *L, char *buf, size_t n)
     default:
         break;
     }
-    size_t len = L->tok.end - L->tok.start;
-    /* A token of one byte that starts a UTF-8 character (a name with an
-     * 'é') is shown as the whole character: its lead byte alone printed
-     * as a replacement mark, '\xef\xbf\xbd' on a terminal. */
-    if (len == 1 && (unsigned char)L->text[L->tok.start] >= 0xc0)
-        while (len < 4 && L->tok.start + len < L->len && ((unsigned char)L->text[L->tok.start + len] & 0xc0) == 0x80)
-            len++;
+    /* A word with a non-ASCII letter is shown whole ('négate', not the
+     * name 'n' the lexer stops at), and a UTF-8 character never cut: its
+     * lead byte alone prints as a replacement mark on a terminal. */
+    size_t len = lx_word_end(L) - L->tok.start;
     size_t whole = len;
     bool pct = L->tok.kind == LX_NAME && L->tok.start > 0 && L->text[L->tok.start - 1] == '%';
     size_t max = n > 8 ? n - 8 : 1;
@@ -848,6 +889,16 @@ static bool raw_skip_string(const Lexer *L, Cursor *c)
     return true;
 }
 
+/* A '\"' outside a string: the text of a quoted value (xla.sdy.meshes="{mesh
+ * = #sdy.mesh<[\"x\"=2]>}") pasted into braces, where quotes are plain.
+ * Said where it is; it was an unterminated string lines later, or
+ * "unbalanced brackets" at the attribute. */
+static bool stray_escape(Lexer *L, const Cursor *c)
+{
+    return lx_fail(L, cpos(c), "'\\\"' outside a string: an escaped quote belongs inside \"...\"; in braces write a "
+                               "plain '\"'");
+}
+
 /* Walk a balanced group of (), [], {} starting at an opening bracket;
  * quotes and comments inside are skipped whole. Iterative: the depth is
  * a counter checked against max_depth, so hostile input cannot recurse. */
@@ -869,6 +920,8 @@ bool lx_raw_group(Lexer *L, size_t *start, size_t *end)
                 return lx_fail(L, cpos(&s), "unterminated string");
             continue;
         }
+        if (ch == '\\' && at(L, c.off + 1) == '"')
+            return stray_escape(L, &c);
         if (ch == '/' && (at(L, c.off + 1) == '/' || at(L, c.off + 1) == '*')) {
             const char *bad = NULL;
             Cursor s = c;
@@ -946,6 +999,8 @@ bool lx_raw_value(Lexer *L, size_t *start, size_t *end)
             last = c.off;
             continue;
         }
+        if (ch == '\\' && at(L, c.off + 1) == '"')
+            return stray_escape(L, &c);
         if (ch == '/' && (at(L, c.off + 1) == '/' || at(L, c.off + 1) == '*')) {
             if (depth == 0)
                 break;

@@ -99,6 +99,17 @@ bool lx_fail(Lexer *L, IrPos pos, const char *fmt, ...) __attribute__((format(pr
 bool lx_nomem(Lexer *L);
 /* "expected WHAT, found 'TOKEN'" at the current token; returns false. */
 bool lx_expected(Lexer *L, const char *what);
+/* The end of the word the current token starts: a name, or a non-ASCII
+ * byte, runs on over name bytes, non-ASCII bytes and control bytes other
+ * than blanks ('négate' is lexed as the name 'n', then 'é' as a byte of
+ * its own; 'neg\0ate' as 'neg'); else the token's end. What messages
+ * quote and "did you mean" weighs. */
+size_t lx_word_end(const Lexer *L);
+/* "Did you mean": the word of `words` (NULL-terminated) that the word at
+ * the current token is a slip of (ir_nearest), else NULL. */
+const char *lx_near(const Lexer *L, const char *const *words);
+/* lx_expected, adding "; did you mean W?" when lx_near finds W. */
+bool lx_expected_word(Lexer *L, const char *what, const char *const *words);
 
 bool lx_is(const Lexer *L, LxKind k);
 /* The current token is a NAME spelled exactly `w` (not %-prefixed). */

@@ -135,7 +135,8 @@ static bool parse_real(Lexer *L, double *out, IrType t)
         return true;
     }
     if (!lx_is(L, LX_INT) && !lx_is(L, LX_FLOAT))
-        return lx_expected(L, t == IR_INVALID ? "number" : "floating-point value");
+        return lx_expected_word(L, t == IR_INVALID ? "number" : "floating-point value",
+                                (const char *const[]){"inf", "nan", NULL});
     char *tmp = n < sizeof buf ? buf : ts_malloc(n + 1);
     if (!tmp)
         return lx_nomem(L);
@@ -232,7 +233,7 @@ static bool parse_scalar(Lexer *L, IrType t, uint8_t *dst)
         } else if (lx_is(L, LX_INT) && (lx_text_is(L, "0") || lx_text_is(L, "1"))) {
             v = lx_text_is(L, "1");
         } else {
-            return lx_expected(L, "true, false, 0 or 1 for pred");
+            return lx_expected_word(L, "true, false, 0 or 1 for pred", (const char *const[]){"true", "false", NULL});
         }
         store(dst, &v, 1);
         lx_next(L);

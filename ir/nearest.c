@@ -8,6 +8,7 @@
 #include "ir.h"
 
 #include <string.h>
+#include <strings.h>
 
 int ir_edit_distance(const char *a, size_t n, const char *b, size_t m)
 {
@@ -41,9 +42,54 @@ int ir_edit_distance(const char *a, size_t n, const char *b, size_t m)
     return back[m];
 }
 
+/* key with each UTF-8 character of two or more bytes made one byte (0xff,
+ * which no name holds) into buf: 'négate' is one edit from negate, as a
+ * person counts, not two. Returns the new length. */
+static size_t one_byte_per_char(const char *key, size_t n, char *buf)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c >= 0xc0)
+            buf[k++] = (char)0xff;
+        else if (c < 0x80 || k == 0 || buf[k - 1] != (char)0xff)
+            buf[k++] = (char)c; /* ASCII, or a stray continuation byte */
+    }
+    return k;
+}
+
+/* Between two names equally near key[0..n): does s win over pick? The
+ * one that starts as the word does (a first byte is seldom the slip: 'w'
+ * is w1, not x), then the one as long as the word (a swap or a wrong byte
+ * is a likelier slip than a lost or an extra one: tahn is tanh), then, of
+ * one length, the one that ends as the word does (a byte added inside is
+ * likelier than a last one: LTE is LE, not LT); else the first stays. */
+static bool tie_wins(const char *key, size_t n, const char *s, size_t len, const char *pick)
+{
+    size_t plen = strlen(pick);
+    bool s_first = len > 0 && n > 0 && s[0] == key[0], p_first = plen > 0 && n > 0 && pick[0] == key[0];
+    if (s_first != p_first)
+        return s_first;
+    if ((len == n) != (plen == n))
+        return len == n;
+    return len == plen && n > 0 && len > 0 && s[len - 1] == key[n - 1] && pick[plen - 1] != key[n - 1];
+}
+
 const char *ir_nearest(const char *key, size_t n, int32_t count, const char *(*name)(void *ctx, int32_t i),
                        void *ctx)
 {
+    /* The name in other case (root, entry, F32) is the nearest of all,
+     * however many bytes differ. */
+    for (int32_t i = 0; i < count; i++) {
+        const char *s = name(ctx, i);
+        if (s && strlen(s) == n && strncasecmp(s, key, n) == 0 && strncmp(s, key, n) != 0)
+            return s;
+    }
+    char one[256];
+    if (n < sizeof one) {
+        n = one_byte_per_char(key, n, one);
+        key = one;
+    }
     /* Near enough to be a slip: a third of the word's bytes, at least 1
      * ("ad" -> add, "all-reduc" -> all-reduce, not "xyz" -> abs). */
     int limit = (int)(n / 3) > 1 ? (int)(n / 3) : 1, best = limit + 1;
@@ -54,10 +100,7 @@ const char *ir_nearest(const char *key, size_t n, int32_t count, const char *(*n
             continue;
         size_t len = strlen(s);
         int d = ir_edit_distance(key, n, s, len);
-        /* A tie goes to the name as long as the word (a swap or a wrong
-         * byte is a likelier slip than a lost or an extra one). */
-        bool same_length_wins = d == best && pick && len == n && strlen(pick) != n;
-        if (d > 0 && (d < best || same_length_wins)) {
+        if (d > 0 && (d < best || (d == best && pick && tie_wins(key, n, s, len, pick)))) {
             best = d;
             pick = s;
         }

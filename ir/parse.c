@@ -268,8 +268,14 @@ bool prs_take_kvs(Parser *P, IrKeyValue **out, int32_t *n)
 bool prs_take_name(Parser *P, Span *s, const char *what)
 {
     Lexer *L = &P->L;
-    if (!lx_is(L, LX_NAME))
+    char buf[64];
+    if (!lx_is(L, LX_NAME) && lx_word_end(L) == L->tok.end)
         return lx_expected(L, what);
+    /* XLA's names are ASCII: a name with another letter (dé, ñ) is one
+     * word to the eye, not a name cut short before a stray byte */
+    if (lx_word_end(L) > L->tok.end)
+        return lx_fail(L, L->tok.pos, "expected %s, found %s: a name holds ASCII letters, digits, '_', '.' and '-'",
+                       what, lx_describe(L, buf, sizeof buf));
     if ((int64_t)lx_tlen(L) > L->lim.max_name)
         return lx_fail(L, L->tok.pos, "name longer than %lld bytes", (long long)L->lim.max_name);
     *s = (Span){L->tok.start, lx_tlen(L), L->tok.pos};
@@ -584,6 +590,10 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
         ins->pos = L->tok.pos;
         ins->name = "";
     } else {
+        /* Two words where an instruction starts: the first a slip of ROOT. */
+        static const char *const root[] = {"ROOT", NULL};
+        if (lx_is(L, LX_NAME) && lx_peek(L).kind == LX_NAME && lx_near(L, root))
+            return lx_expected_word(L, "ROOT or an instruction name", root);
         ok = prs_take_name(P, &name, "instruction name or '}'");
         if (ok) {
             ins->pos = name.pos;
@@ -603,12 +613,15 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
     } else {
         ok = ok && prs_parse_shape(P, &ins->shape);
     }
-    if (ok && (!lx_is(L, LX_NAME) || L->text[L->tok.start - 1] == '%'))
+    /* An opcode with a non-ASCII letter (négate) is one word, unknown: the
+     * lexer stops a name at such a byte. */
+    bool foreign = ok && lx_word_end(L) > L->tok.end;
+    if (ok && !foreign && (!lx_is(L, LX_NAME) || L->text[L->tok.start - 1] == '%'))
         ok = lx_expected(L, "opcode");
     if (ok) {
-        ins->op = ir_op_from_name(lx_text(L), lx_tlen(L));
-        if (ins->op == OP_COUNT && !prs_async_sugar(lx_text(L), lx_tlen(L), x)) {
-            const char *near = ir_nearest(lx_text(L), lx_tlen(L), OP_COUNT, opcode_name, NULL);
+        ins->op = foreign ? OP_COUNT : ir_op_from_name(lx_text(L), lx_tlen(L));
+        if (ins->op == OP_COUNT && (foreign || !prs_async_sugar(lx_text(L), lx_tlen(L), x))) {
+            const char *near = ir_nearest(lx_text(L), lx_word_end(L) - L->tok.start, OP_COUNT, opcode_name, NULL);
             ok = lx_fail(L, L->tok.pos, "unknown opcode %s%s%s%s", lx_describe(L, buf, sizeof buf),
                          near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
         } else {
@@ -630,6 +643,13 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
     }
     while (ok && !nested && lx_eat(L, LX_COMMA))
         ok = prs_parse_attribute(P, x);
+    /* an attribute's name=value on the instruction's line after its
+     * attributes: the ',' before it is missing (it was "missing attribute
+     * 'to_apply'"). Another name= there is the next instruction (an
+     * inline computation may hold several on one line). */
+    if (ok && !nested && lx_is_attr(L) && L->tok.pos.line == ins->pos.line &&
+        ir_attr_from_name(lx_text(L), lx_tlen(L)) != A_COUNT)
+        ok = lx_fail(L, L->tok.pos, "expected ',' before attribute %s", lx_describe(L, buf, sizeof buf));
     ok = ok && prs_check_required(P, x) && assign_callees(P, x);
     if (ok && is_root) {
         if (*saw_root)
@@ -671,6 +691,17 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
 
 /* ---- computations ---- */
 
+static const char *instr_name_at(void *ctx, int32_t i)
+{
+    const char *n = ((const IrComputation *)ctx)->instr[i].name;
+    return n && *n ? n : NULL;
+}
+
+static const char *comp_name_at(void *ctx, int32_t i)
+{
+    return ((const IrModule *)ctx)->comp[i]->name;
+}
+
 /* Resolve operand and control-predecessor names of computation ci. */
 static bool resolve_local(Parser *P, IrComputation *c)
 {
@@ -678,10 +709,14 @@ static bool resolve_local(Parser *P, IrComputation *c)
     for (size_t i = 0; i < P->local.n; i++) {
         Ref *r = &P->local.v[i];
         int32_t idx = prs_map_find(&P->instrs, L->text + r->name.start, r->name.len);
-        if (idx < 0)
-            return lx_fail(L, r->name.pos, "undefined %s '%.*s'",
+        if (idx < 0) {
+            /* did you mean: the computation's instruction a slip away */
+            const char *near = ir_nearest(L->text + r->name.start, r->name.len, c->ninstr, instr_name_at, c);
+            return lx_fail(L, r->name.pos, "undefined %s '%.*s'%s%s%s",
                            r->kind == REF_OPERAND ? "operand" : "control predecessor", (int)r->name.len,
-                           L->text + r->name.start);
+                           L->text + r->name.start, near ? "; did you mean " : "", near ? near : "",
+                           near ? "?" : "");
+        }
         IrInstr *ins = &c->instr[r->instr];
         if (r->kind == REF_CONTROL) {
             ins->a.x->control_predecessors.v[r->slot] = idx;
@@ -807,6 +842,10 @@ static bool parse_computation(Parser *P)
     Lexer *L = &P->L;
     bool is_entry = lx_is_word(L, "ENTRY");
     IrPos entry_pos = L->tok.pos;
+    /* Two words where a computation starts: the first is a slip of ENTRY. */
+    static const char *const entry[] = {"ENTRY", NULL};
+    if (!is_entry && lx_is(L, LX_NAME) && lx_peek(L).kind == LX_NAME && lx_near(L, entry))
+        return lx_expected_word(L, "ENTRY or a computation", entry);
     if (is_entry)
         lx_next(L);
     Span name = {0};
@@ -862,9 +901,12 @@ static bool resolve_callees(Parser *P)
     for (size_t i = 0; i < P->callees.n; i++) {
         Ref *r = &P->callees.v[i];
         int32_t ci = prs_map_find(&P->comps, L->text + r->name.start, r->name.len);
-        if (ci < 0)
-            return lx_fail(L, r->name.pos, "undefined computation '%.*s'", (int)r->name.len,
-                           L->text + r->name.start);
+        if (ci < 0) {
+            const char *near = ir_nearest(L->text + r->name.start, r->name.len, P->m->ncomp, comp_name_at, P->m);
+            return lx_fail(L, r->name.pos, "undefined computation '%.*s'%s%s%s", (int)r->name.len,
+                           L->text + r->name.start, near ? "; did you mean " : "", near ? near : "",
+                           near ? "?" : "");
+        }
         P->m->comp[r->comp]->instr[r->instr].called[r->slot] = ci;
     }
     return true;
@@ -874,6 +916,10 @@ static bool parse_module(Parser *P)
 {
     Lexer *L = &P->L;
     bool header = lx_is_word(L, "HloModule");
+    /* Two words first: the first a slip of HloModule (HloModul m). */
+    static const char *const hlo_module[] = {"HloModule", NULL};
+    if (!header && lx_is(L, LX_NAME) && lx_peek(L).kind == LX_NAME && lx_near(L, hlo_module))
+        return lx_expected_word(L, "HloModule or a computation", hlo_module);
     if (header && !prs_parse_header(P))
         return false;
     if (lx_is_word(L, "FileNames") && !prs_skip_stack_frames(P))

@@ -7,6 +7,7 @@
  */
 #include "parse_internal.h"
 
+#include <ctype.h>
 #include <string.h>
 
 /* ---- attributes ---- */
@@ -39,6 +40,45 @@ static int word_index(const char *const *words, const char *w)
         if (strcmp(words[i], w) == 0)
             return i;
     return -1;
+}
+
+static const char *word_of(void *ctx, int32_t i)
+{
+    return ((const char *const *)ctx)[i];
+}
+
+/* operand_precision={highest,default}: each entry one of XLA's precisions,
+ * in any case (XLA prints lower case): a slip ("higest") was kept raw and
+ * read as not "highest", so the dot silently ran inexact. `text` is the
+ * braces' text as written, starting at `pos`. */
+static bool check_precisions(Lexer *L, IrPos pos, const char *text)
+{
+    static const char *const precisions[] = {"default", "high", "highest", "packed_nibble", NULL};
+    size_t i = 1, n = strlen(text);
+    while (i + 1 < n) {
+        while (i + 1 < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == ','))
+            i++;
+        size_t s = i;
+        while (i + 1 < n && text[i] != ',' && text[i] != ' ' && text[i] != '\t' && text[i] != '\n')
+            i++;
+        if (i == s)
+            break;
+        char low[32];
+        size_t len = i - s < sizeof low ? i - s : sizeof low - 1;
+        for (size_t k = 0; k < len; k++)
+            low[k] = (char)tolower((unsigned char)text[s + k]);
+        low[len] = 0;
+        if (word_index(precisions, low) >= 0 && i - s == len)
+            continue;
+        IrPos at = pos;
+        for (size_t k = 0; k < s; k++)
+            at = text[k] == '\n' ? (IrPos){at.line + 1, 1} : (IrPos){at.line, at.col + 1};
+        const char *near = ir_nearest(low, len, 4, word_of, (void *)precisions);
+        return lx_fail(L, at, "unknown operand precision '%.*s' (expected default, high, highest or packed_nibble)%s%s%s",
+                       (int)(i - s > 40 ? 40 : i - s), text + s, near ? "; did you mean " : "", near ? near : "",
+                       near ? "?" : "");
+    }
+    return true;
 }
 
 /* The member of a generic form, in the instruction's attributes or in its
@@ -134,8 +174,11 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
         return prs_parse_window(P, &prs_x(x)->window);
     case A_DIM_LABELS:
         return prs_parse_dim_labels(P, &prs_x(x)->conv);
-    case A_PRECISION:
-        return prs_raw_braces(P, &a->precision_config, false, "'{' after operand_precision=");
+    case A_PRECISION: {
+        IrPos ppos = L->tok.pos;
+        return prs_raw_braces(P, &a->precision_config, false, "'{' after operand_precision=") &&
+               check_precisions(L, ppos, a->precision_config);
+    }
     case A_ALGORITHM:
         if (x->ins.op == OP_RNG_BIT_GENERATOR)
             return prs_parse_word(P, rng_algs, &prs_x(x)->rng_algorithm, "rng_default, rng_three_fry or rng_philox");
@@ -212,8 +255,12 @@ bool prs_parse_attribute(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
     char buf[80];
-    if (!lx_is_attr(L))
+    if (!lx_is_attr(L)) {
+        /* a known attribute without its '=' (dimensions {1}) */
+        if (attr_lookup(L) != A_COUNT)
+            return lx_fail(L, lx_peek(L).pos, "expected '=' after attribute %s", lx_describe(L, buf, sizeof buf));
         return lx_expected(L, "attribute name=value");
+    }
     IrPos apos = L->tok.pos;
     AttrId id = attr_lookup(L);
     char opbuf[64];

@@ -42,7 +42,8 @@ static bool parse_aliases(Parser *P)
                 al->must_alias = lx_is_word(L, "must-alias");
                 lx_next(L);
             } else {
-                ok = lx_expected(L, "may-alias or must-alias");
+                static const char *const kinds[] = {"may-alias", "must-alias", NULL};
+                ok = lx_expected_word(L, "may-alias or must-alias", kinds);
             }
         }
         ok = ok && lx_expect(L, LX_RPAREN, "')' to end the alias");
@@ -168,8 +169,18 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
     for (int i = 0; k < 0 && kept_header_attrs[i]; i++)
         if (lx_is_word(L, kept_header_attrs[i]))
             kept = i;
-    if (k < 0 && kept < 0)
-        return lx_fail(L, pos, "unknown module attribute %s", lx_describe(L, buf, sizeof buf));
+    if (k < 0 && kept < 0) {
+        const char *all[16];
+        int na = 0;
+        for (int i = 0; known[i]; i++)
+            all[na++] = known[i];
+        for (int i = 0; kept_header_attrs[i] && na < 15; i++)
+            all[na++] = kept_header_attrs[i];
+        all[na] = NULL;
+        const char *near = lx_near(L, all);
+        return lx_fail(L, pos, "unknown module attribute %s%s%s%s", lx_describe(L, buf, sizeof buf),
+                       near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    }
     uint32_t bit = k >= 0 ? 1u << k : 1u << (8 + kept);
     if (*seen & bit)
         return lx_fail(L, pos, "duplicate module attribute %s", lx_describe(L, buf, sizeof buf));
@@ -219,8 +230,10 @@ bool prs_skip_stack_frames(Parser *P)
     static const char *const sections[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
     size_t start = L->tok.start, end = L->tok.end;
     for (int i = 0; i < 4; i++) {
-        if (!lx_is_word(L, sections[i]))
-            return lx_expected(L, sections[i]);
+        if (!lx_is_word(L, sections[i])) {
+            const char *const one[] = {sections[i], NULL};
+            return lx_expected_word(L, sections[i], one);
+        }
         end = L->tok.end;
         lx_next(L);
         while (lx_is(L, LX_INT)) {

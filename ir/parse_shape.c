@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- shapes ---- */
 
@@ -69,10 +70,18 @@ static bool check_layout_tail(Lexer *L, IrPos pos, const char *t, size_t n)
             if (strncmp(t + i, parts[p], strlen(parts[p])) == 0 && i + strlen(parts[p]) < n &&
                 t[i + strlen(parts[p])] == '(')
                 k = strlen(parts[p]);
+        /* a part in lower case (t(8,128)) is a slip of that part */
+        const char *near = NULL;
+        for (int p = 0; parts[p] && !k && !near; p++) {
+            size_t pl = strlen(parts[p]);
+            if (strncasecmp(t + i, parts[p], pl) == 0 && i + pl < n && t[i + pl] == '(')
+                near = parts[p];
+        }
         if (!k)
             return lx_fail(L, (IrPos){pos.line, pos.col + (int32_t)i},
-                           "unknown layout part '%.*s' (expected T(...), E(...), S(...), ...)",
-                           (int)(n - i > 8 ? 8 : n - i), t + i);
+                           "unknown layout part '%.*s' (expected T(...), E(...), S(...), ...)%s%s%s",
+                           (int)(n - i > 8 ? 8 : n - i), t + i, near ? "; did you mean " : "", near ? near : "",
+                           near ? "(...)?" : "");
         i += k;
         /* one group, or several for T(8,128)(2,1) */
         while (i < n && t[i] == '(') {
@@ -205,6 +214,13 @@ bool prs_parse_shape(Parser *P, IrShape *out)
     return parse_array_shape(P, out);
 }
 
+/* The element types by index, for "did you mean" (IR_INVALID has none). */
+static const char *type_name_at(void *ctx, int32_t i)
+{
+    (void)ctx;
+    return i > IR_INVALID && i < IR_TUPLE ? ir_type_name((IrType)i) : NULL;
+}
+
 /* type '[' (dim (',' dim)*)? ']' layout? */
 static bool parse_array_shape(Parser *P, IrShape *out)
 {
@@ -216,7 +232,16 @@ static bool parse_array_shape(Parser *P, IrShape *out)
             lx_peek(L).kind == LX_LPAREN)
             return lx_fail(L, L->tok.pos, "expected a shape before opcode %s",
                            lx_describe(L, buf, sizeof buf));
-        return lx_expected(L, "shape");
+        /* A slip of an element type (fp32, bf61, f3) is named: words
+         * followed by '[' only, so that an opcode or a name is not. */
+        if (lx_is(L, LX_BAD))
+            return lx_expected(L, "shape");
+        size_t we = lx_word_end(L);
+        const char *near = NULL;
+        if ((lx_is(L, LX_NAME) || we > L->tok.end) && we < L->len && L->text[we] == '[')
+            near = ir_nearest(lx_text(L), we - L->tok.start, IR_TUPLE, type_name_at, NULL);
+        return lx_fail(L, L->tok.pos, "expected shape, found %s%s%s%s", lx_describe(L, buf, sizeof buf),
+                       near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
     }
     IrPos pos = L->tok.pos;
     lx_next(L);

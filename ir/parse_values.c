@@ -51,7 +51,7 @@ bool prs_parse_word(Parser *P, const char *const *words, const char **out, const
             }
         }
     }
-    return lx_expected(L, what);
+    return lx_expected_word(L, what, words);
 }
 
 static bool dxd_char(char c)
@@ -173,7 +173,11 @@ bool prs_parse_window(Parser *P, IrWindow *w)
         bool is_rhs = lx_is_word(L, "rhs_dilate"), is_rev = lx_is_word(L, "rhs_reversal");
         char buf[64];
         if (!(is_size || is_stride || is_pad || is_lhs || is_rhs || is_rev)) {
-            ok = lx_fail(L, fpos, "unknown window field %s", lx_describe(L, buf, sizeof buf));
+            static const char *const fields[] = {"size", "stride", "pad", "lhs_dilate", "rhs_dilate",
+                                                 "rhs_reversal", NULL};
+            const char *near = lx_near(L, fields);
+            ok = lx_fail(L, fpos, "unknown window field %s%s%s%s", lx_describe(L, buf, sizeof buf),
+                         near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
             break;
         }
         lx_next(L);
@@ -610,8 +614,15 @@ bool prs_parse_shape_list(Parser *P, IrAttrsX *ax)
 
 bool prs_parse_string_attr(Parser *P, const char **out)
 {
+    Lexer *L = &P->L;
     char *s;
-    if (!lx_string(&P->L, &s, "string"))
+    /* a bare word where a string goes (custom_call_target=Sharding) */
+    if (lx_is(L, LX_NAME)) {
+        char buf[64];
+        return lx_fail(L, L->tok.pos, "expected a string in quotes, found %s: write \"%.*s\"",
+                       lx_describe(L, buf, sizeof buf), (int)(lx_word_end(L) - L->tok.start), lx_text(L));
+    }
+    if (!lx_string(L, &s, "string"))
         return false;
     *out = s;
     return true;

@@ -37,6 +37,7 @@
  */
 #include "lex.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,7 @@ typedef struct Tensor {
     int32_t rank;
     DimSharding *dim;
     IrPos pos;
+    size_t dims_start, dims_end; /* the text of '[' dims ']', for messages */
     AxisRef rep[SDY_MAX_AXES]; /* replicated={...}: checked against the dims' axes */
     int32_t nrep;
     IrPos rep_pos;
@@ -207,7 +209,7 @@ static bool mesh_body(Lexer *L, IrSdyMesh *m)
         return false;
     if (lx_eat(L, LX_COMMA)) {
         if (!lx_is_attr(L) || !lx_is_word(L, "device_ids"))
-            return lx_expected(L, "device_ids=[...]");
+            return lx_expected_word(L, "device_ids=[...]", (const char *const[]){"device_ids", NULL});
         if (!mesh_ids(L, m))
             return false;
     }
@@ -223,7 +225,7 @@ static bool hash_word(Lexer *L, const char *word, const char *what)
         return lx_expected(L, what);
     lx_next(L);
     if (!lx_is_word(L, word))
-        return lx_expected(L, what);
+        return lx_expected_word(L, what, (const char *const[]){word, NULL});
     lx_next(L);
     return true;
 }
@@ -274,6 +276,26 @@ static bool parse_meshes(Lexer *L, IrSdyMeshes *out)
 
 /* ---- shardings ---- */
 
+static const char *axis_at(void *ctx, int32_t i)
+{
+    return ((const IrSdyMesh *)ctx)->axis[i];
+}
+
+/* "axis "z" is not in mesh @m", naming the mesh's axes (and the one a
+ * slip away from a name of 3 or more bytes: every one-letter name is a
+ * slip of every other). */
+static bool no_such_axis(Lexer *L, IrPos pos, const IrSdyMesh *m, const char *name)
+{
+    char list[200] = "";
+    size_t k = 0;
+    for (int32_t i = 0; i < m->naxis && k < sizeof list - 40; i++)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s\"%.30s\"", i ? ", " : "", m->axis[i]);
+    const char *near = strlen(name) >= 3 ? ir_nearest(name, strlen(name), m->naxis, axis_at, (void *)m) : NULL;
+    return lx_fail(L, pos, "axis \"%s\" is not in %s%s (%s%s)%s%s%s", name, m->name ? "mesh @" : "the sharding's mesh",
+                   m->name ? m->name : "", m->naxis ? "its axes: " : "it has no axes", list,
+                   near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+}
+
 /* name (':' '(' pre ')' size)? checked against the mesh. */
 static bool axis_ref(Lexer *L, bool v3, const IrSdyMesh *m, AxisRef *r)
 {
@@ -283,7 +305,7 @@ static bool axis_ref(Lexer *L, bool v3, const IrSdyMesh *m, AxisRef *r)
         return false;
     int32_t a = mesh_axis(m, name);
     if (a < 0)
-        return lx_fail(L, pos, "axis \"%s\" is not in mesh @%s", name, m->name ? m->name : "(inline)");
+        return no_such_axis(L, pos, m, name);
     *r = (AxisRef){a, 1, m->size[a]};
     if (!lx_eat(L, LX_COLON))
         return true;
@@ -365,6 +387,11 @@ static const IrSdyMesh *find_mesh(const IrSdyMeshes *ms, const char *name)
     return NULL;
 }
 
+static const char *mesh_name_at(void *ctx, int32_t i)
+{
+    return ((const IrSdyMeshes *)ctx)->mesh[i].name;
+}
+
 /* The mesh of a sharding: '@' NAME, or an inline mesh<...>. */
 static bool tensor_mesh(Lexer *L, const IrSdyMeshes *ms, Tensor *t)
 {
@@ -377,9 +404,12 @@ static bool tensor_mesh(Lexer *L, const IrSdyMeshes *ms, Tensor *t)
         size_t k = lx_tlen(L) < sizeof name - 1 ? lx_tlen(L) : sizeof name - 1;
         memcpy(name, lx_text(L), k);
         name[k] = 0;
-        if (!(t->mesh = find_mesh(ms, name)))
-            return lx_fail(L, pos, "mesh @%s is not defined (the module's xla.sdy.meshes %s)", name,
-                           ms && ms->n ? "does not name it" : "is missing");
+        if (!(t->mesh = find_mesh(ms, name))) {
+            const char *near = ms && ms->n ? ir_nearest(name, strlen(name), ms->n, mesh_name_at, (void *)ms) : NULL;
+            return lx_fail(L, pos, "mesh @%s is not defined (the module's xla.sdy.meshes %s)%s%s%s", name,
+                           ms && ms->n ? "does not name it" : "is missing", near ? "; did you mean @" : "",
+                           near ? near : "", near ? "?" : "");
+        }
         lx_next(L);
         return true;
     }
@@ -404,7 +434,10 @@ static bool tensor(Lexer *L, const IrSdyMeshes *ms, Tensor *t)
     int32_t n = 0, nunreduced = 0, nrep = 0;
     t->pos = L->tok.pos;
     if (!expect_byte(L, '<', "'<' to start a sharding") || !tensor_mesh(L, ms, t) ||
-        !lx_expect(L, LX_COMMA, "',' after the mesh") || !lx_expect(L, LX_LSQUARE, "'[' to start the dimensions"))
+        !lx_expect(L, LX_COMMA, "',' after the mesh"))
+        return false;
+    t->dims_start = L->tok.start;
+    if (!lx_expect(L, LX_LSQUARE, "'[' to start the dimensions"))
         return false;
     while (!lx_is(L, LX_RSQUARE)) {
         if (n == IR_MAX_RANK)
@@ -414,7 +447,11 @@ static bool tensor(Lexer *L, const IrSdyMeshes *ms, Tensor *t)
         if (!lx_eat(L, LX_COMMA))
             break;
     }
-    if (!lx_expect(L, LX_RSQUARE, "']' to end the dimensions"))
+    t->dims_end = L->tok.end;
+    /* a word after a dimension's '}' is a priority gone wrong (q1, P1) */
+    if (!lx_is(L, LX_RSQUARE) && lx_is(L, LX_NAME) && n > 0 && L->text[L->tok.start - 1] == '}')
+        return lx_expected(L, "a priority p<N> after the dimension's '}', then ',' or ']'");
+    if (!lx_expect(L, LX_RSQUARE, "',' or ']' after a dimension's sharding"))
         return false;
     IrPos upos = {0, 0};
     while (lx_eat(L, LX_COMMA)) {
@@ -433,7 +470,8 @@ static bool tensor(Lexer *L, const IrSdyMeshes *ms, Tensor *t)
             if (!axis_set(L, false, t->mesh, &nunreduced, NULL))
                 return false;
         } else {
-            return lx_expected(L, "replicated={...} or unreduced={...}");
+            return lx_expected_word(L, "replicated={...} or unreduced={...}",
+                                    (const char *const[]){"replicated", "unreduced", NULL});
         }
     }
     if (nunreduced > 0)
@@ -749,22 +787,57 @@ static bool manual_indices(Lexer *L, const IrSdyMesh *m, const IrSdyManual *man,
     return true;
 }
 
+/* The shape value v of a sharding is for (NULL: not known, or a tuple
+ * that one sharding serves leaf by leaf). */
+static const IrShape *value_shape(const IrShape *shape, bool per_value, int32_t v)
+{
+    if (!shape)
+        return NULL;
+    const IrShape *s = NULL;
+    if (!per_value)
+        s = shape;
+    else if (shape->type == IR_TUPLE)
+        s = v < shape->ntuple ? &shape->tuple[v] : NULL;
+    else
+        s = v == 0 ? shape : NULL;
+    return s && s->type != IR_TUPLE && s->type != IR_TOKEN ? s : NULL;
+}
+
+/* One {...} per dimension of the value, as Shardy's verifier requires;
+ * an empty [] is let be (a maximal mesh's sharding names none, whatever
+ * the rank). Said in the sharding's terms, at its '<'. */
+static bool check_rank(Lexer *L, const Tensor *t, const IrShape *shape)
+{
+    if (!shape || t->rank == 0 || t->rank == shape->rank)
+        return true;
+    char *s = ir_shape_str(shape, false);
+    int len = (int)(t->dims_end - t->dims_start);
+    bool ok = lx_fail(L, t->pos, "the sharding gives %d dimension%s (%.*s%s) but the value is %s, of rank %d: "
+                      "write one {...} per dimension",
+                      (int)t->rank, t->rank == 1 ? "" : "s", len > 80 ? 80 : len, L->text + t->dims_start,
+                      len > 80 ? "..." : "", s ? s : "?", (int)shape->rank);
+    ts_free(s);
+    return ok;
+}
+
 /* `#sdy.sharding<...>` (one value) or `#sdy.sharding_per_value<[...]>`
  * (a SHD_TUPLE of one per value). */
-static bool parse_sdy_sharding(Lexer *L, const IrSdyMeshes *ms, const IrSdyManual *man, IrSharding *out)
+static bool parse_sdy_sharding(Lexer *L, const IrSdyMeshes *ms, const IrSdyManual *man, const IrShape *shape,
+                               IrSharding *out)
 {
     if (!is_byte(L, '#'))
         return lx_expected(L, "#sdy.sharding<...> or #sdy.sharding_per_value<[...]>");
     lx_next(L);
     bool per_value = lx_is_word(L, "sdy.sharding_per_value");
     if (!per_value && !lx_is_word(L, "sdy.sharding"))
-        return lx_expected(L, "sdy.sharding or sdy.sharding_per_value");
+        return lx_expected_word(L, "sdy.sharding or sdy.sharding_per_value",
+                                (const char *const[]){"sdy.sharding", "sdy.sharding_per_value", NULL});
     lx_next(L);
     int32_t midx[SDY_MAX_AXES];
     if (!per_value) {
         Tensor t = {0};
-        return tensor(L, ms, &t) && manual_indices(L, t.mesh, man, midx) &&
-               convert(L, &t, midx, man ? man->n : 0, out);
+        return tensor(L, ms, &t) && check_rank(L, &t, value_shape(shape, false, 0)) &&
+               manual_indices(L, t.mesh, man, midx) && convert(L, &t, midx, man ? man->n : 0, out);
     }
     IrSharding v[256];
     int32_t n = 0;
@@ -775,7 +848,8 @@ static bool parse_sdy_sharding(Lexer *L, const IrSdyMeshes *ms, const IrSdyManua
         if (n == 256)
             return lx_fail(L, L->tok.pos, "more than 256 values");
         Tensor t = {0};
-        if (!tensor(L, ms, &t) || !manual_indices(L, t.mesh, man, midx) ||
+        if (!tensor(L, ms, &t) || !check_rank(L, &t, value_shape(shape, true, n)) ||
+            !manual_indices(L, t.mesh, man, midx) ||
             !convert(L, &t, midx, man ? man->n : 0, &v[n++]))
             return false;
         if (!lx_eat(L, LX_COMMA))
@@ -800,7 +874,7 @@ static bool parse_manual(Lexer *L, IrSdyManual *out)
     int32_t n = 0;
     if (!hash_word(L, "sdy", "#sdy<manual_axes{...}>") || !expect_byte(L, '<', "'<' after #sdy") ||
         !lx_is_word(L, "manual_axes"))
-        return L->st != IR_OK ? false : lx_expected(L, "manual_axes");
+        return L->st != IR_OK ? false : lx_expected_word(L, "manual_axes", (const char *const[]){"manual_axes", NULL});
     lx_next(L);
     if (!lx_expect(L, LX_LBRACE, "'{' to start the manual axes"))
         return false;
@@ -893,7 +967,7 @@ bool ir_sdy_v3_parse_lx(Lexer *L, IrSharding *out)
     if (is_byte(L, '@')) {
         lx_next(L);
         if (!lx_is_word(L, "mesh"))
-            return lx_expected(L, "@mesh<...>");
+            return lx_expected_word(L, "@mesh<...>", (const char *const[]){"mesh", NULL});
         lx_next(L);
         if (!expect_byte(L, '<', "'<' after @mesh") || !mesh_axes(L, true, '>', m))
             return false;
@@ -971,7 +1045,8 @@ bool ir_sdy_v3_parse_lx(Lexer *L, IrSharding *out)
         } else if (lx_is_attr(L) && lx_is_word(L, "metadata")) {
             break; /* the caller reads metadata= */
         } else {
-            return lx_expected(L, "replicated=, unreduced=, manual= or metadata=");
+            return lx_expected_word(L, "replicated=, unreduced=, manual= or metadata=",
+                                    (const char *const[]){"replicated", "unreduced", "manual", "metadata", NULL});
         }
     }
     return convert(L, &t, manual, nmanual, out);
@@ -1016,20 +1091,21 @@ IrStatus ir_sdy_parse_meshes(IrArena *a, const char *text, IrSdyMeshes *out, IrD
 typedef struct ShdArg {
     const IrSdyMeshes *ms;
     const IrSdyManual *man;
+    const IrShape *shape;
     IrSharding *out;
 } ShdArg;
 
 static bool sharding_fn(Lexer *L, void *arg)
 {
     ShdArg *x = arg;
-    return parse_sdy_sharding(L, x->ms, x->man, x->out);
+    return parse_sdy_sharding(L, x->ms, x->man, x->shape, x->out);
 }
 
 IrStatus ir_sdy_parse_sharding(IrArena *a, const IrSdyMeshes *meshes, const IrSdyManual *manual, const char *text,
-                               int64_t *budget, IrSharding *out, IrDiag *d)
+                               const IrShape *shape, int64_t *budget, IrSharding *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
-    ShdArg x = {meshes, manual, out};
+    ShdArg x = {meshes, manual, shape, out};
     return run(a, text, d, budget, sharding_fn, &x);
 }
 

@@ -131,6 +131,19 @@ static IrStatus header_meshes(IrModule *m, IrSdyMeshes *out, IrDiag *d)
         if (strcmp(m->header_attr[i].key, "frontend_attributes") == 0)
             raw = m->header_attr[i].value;
     const char *p = raw ? strstr(raw, "xla.sdy.meshes") : NULL;
+    /* a slip of the key (xla.sdy.meshs) left the module without meshes:
+     * every @mesh was then "not defined (xla.sdy.meshes is missing)" */
+    for (const char *q = raw ? strstr(raw, "xla.sdy.") : NULL; !p && q; q = strstr(q + 1, "xla.sdy.")) {
+        size_t n = strspn(q, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.");
+        if (ir_edit_distance(q, n, "xla.sdy.meshes", 14) <= 2 && m->src) {
+            const char *at = strstr(m->src, "xla.sdy.");
+            while (at && strncmp(at, q, n) != 0)
+                at = strstr(at + 1, "xla.sdy.");
+            IrPos pos = at ? pos_of_offset(m->src, (size_t)(at - m->src)) : (IrPos){0, 0};
+            return ir_error(d, IR_EINPUT, m->file, m->src, pos,
+                            "the module's frontend attribute %.*s is not read; did you mean xla.sdy.meshes?", (int)n, q);
+        }
+    }
     if (!p)
         return IR_OK;
     p += strlen("xla.sdy.meshes");
@@ -308,11 +321,12 @@ typedef struct Import {
 } Import;
 
 /* Parse attribute `key` of x as a sharding (manual axes of its context). */
-static IrStatus attr_sharding(Import *im, const IrInstr *x, const char *key, const IrSdyManual *man, IrSharding *out)
+static IrStatus attr_sharding(Import *im, const IrInstr *x, const char *key, const IrSdyManual *man,
+                              const IrShape *shape, IrSharding *out)
 {
     IrDiag tmp = {0};
     IrStatus st = ir_sdy_parse_sharding(im->m->arena, &im->meshes, man && man->n ? man : NULL,
-                                        ir_frontend_attr(x, key), &im->budget, out, &tmp);
+                                        ir_frontend_attr(x, key), shape, &im->budget, out, &tmp);
     return st == IR_OK ? IR_OK : place(im->m, x->pos, key, &tmp, im->d);
 }
 
@@ -321,7 +335,7 @@ static IrStatus value_sharding(Import *im, IrInstr *x, const IrSdyManual *man)
 {
     IrModule *m = im->m;
     IrSharding s;
-    IrStatus st = attr_sharding(im, x, "xla.sdy.sharding", man, &s);
+    IrStatus st = attr_sharding(im, x, "xla.sdy.sharding", man, &x->shape, &s);
     if (st != IR_OK)
         return st;
     const char *why = "";
@@ -339,7 +353,7 @@ static IrStatus value_sharding(Import *im, IrInstr *x, const IrSdyManual *man)
     bool agree = x->sharding && same_sharding(x->sharding, f, &x->shape);
     if (x->sharding && !agree && man && man->n) {
         IrSharding plain;
-        if ((st = attr_sharding(im, x, "xla.sdy.sharding", NULL, &plain)) != IR_OK)
+        if ((st = attr_sharding(im, x, "xla.sdy.sharding", NULL, &x->shape, &plain)) != IR_OK)
             return st;
         IrSharding *pt = ir_alloc(m->arena, sizeof *pt);
         if (!pt)
@@ -386,6 +400,38 @@ static IrStatus sharding_group(Import *im, IrComputation *c, IrInstr *x)
     return IR_OK;
 }
 
+static bool same_manual(const IrSdyManual *a, const IrSdyManual *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (int32_t i = 0; i < a->n; i++)
+        if (strcmp(a->axis[i], b->axis[i]) != 0)
+            return false;
+    return true;
+}
+
+/* Each manual axis is an axis of one of the module's meshes: an error at
+ * the axis in the attribute (it was reported in the in_shardings of the
+ * other end, at a sharding that names no such axis). */
+static IrStatus manual_axes_known(Import *im, const IrInstr *x, const char *text, const IrSdyManual *man)
+{
+    for (int32_t i = 0; i < man->n; i++) {
+        bool found = false;
+        for (int32_t k = 0; k < im->meshes.n && !found; k++)
+            for (int32_t a = 0; a < im->meshes.mesh[k].naxis && !found; a++)
+                found = strcmp(im->meshes.mesh[k].axis[a], man->axis[i]) == 0;
+        if (found || im->meshes.n == 0)
+            continue;
+        char q[80];
+        snprintf(q, sizeof q, "\"%.60s\"", man->axis[i]);
+        const char *at = strstr(text, q);
+        return ir_error(im->d, IR_EINPUT, im->m->file, im->m->src,
+                        value_pos(im->m, x->pos, "xla.sdy.manual_axes", at ? (int32_t)(at - text) : 0),
+                        "in xla.sdy.manual_axes: manual axis \"%s\" is in none of the module's meshes", man->axis[i]);
+    }
+    return IR_OK;
+}
+
 /* The manual axes of every shard_map body, from its call's
  * GlobalToLocalShape (or LocalToGlobalShape). */
 static IrStatus body_contexts(Import *im)
@@ -405,6 +451,9 @@ static IrStatus body_contexts(Import *im)
             IrDiag tmp = {0};
             if (ir_sdy_parse_manual_axes(m->arena, t, &man, &tmp) != IR_OK)
                 return place(m, x->pos, "xla.sdy.manual_axes", &tmp, im->d);
+            IrStatus st = manual_axes_known(im, x, t, &man);
+            if (st != IR_OK)
+                return st;
             /* the body: the call among x's users (G) or operands (L) */
             for (int32_t j = 0; j < c->ninstr; j++) {
                 IrInstr *call = &c->instr[j];
@@ -420,10 +469,61 @@ static IrStatus body_contexts(Import *im)
                     const IrInstr *o = &c->instr[x->opnd[k]];
                     linked = x->opnd[k] == j || (o->op == OP_GET_TUPLE_ELEMENT && o->opnd[0] == j);
                 }
-                if (linked)
-                    im->manual[call->called[0]] = man;
+                if (!linked)
+                    continue;
+                /* both ends of one shard_map name one set of axes (the
+                 * last read was taken, whatever the first said) */
+                const IrSdyManual *had = &im->manual[call->called[0]];
+                if (had->n > 0 && !same_manual(had, &man))
+                    return ir_error(im->d, IR_EINPUT, m->file, m->src, value_pos(m, x->pos, "xla.sdy.manual_axes", 0),
+                                    "the manual axes of %s '%s' are not those of the other end of its shard_map "
+                                    "(the call of %s): both name the same axes",
+                                    x->a.x->custom_call_target, x->name, m->comp[call->called[0]]->name);
+                im->manual[call->called[0]] = man;
             }
         }
+    }
+    return IR_OK;
+}
+
+/* The Shardy attributes of a value tessel reads, and the others XLA's
+ * round trip writes that it passes over (they steer Shardy only). */
+static const char *const read_keys[] = {"xla.sdy.sharding", "xla.sdy.sharding_group_id", "xla.sdy.manual_axes",
+                                        "xla.sdy.in_shardings", "xla.sdy.out_shardings", "xla.sdy.allowed_direction"};
+static const char *const other_keys[] = {
+    "xla.sdy.sharding_rule", "xla.sdy.propagation_edges", "xla.sdy.block_arg_propagation_edges",
+    "xla.sdy.result_propagation_edges", "xla.sdy.frontend_attributes", "xla.sdy.use_tuple_args",
+    "xla.sdy.import_mhlo_shardings", "xla.sdy.has_unreduced_axes", "xla.sdy.tuple_sharding", NULL};
+
+static const char *read_key_at(void *ctx, int32_t i)
+{
+    (void)ctx;
+    return read_keys[i];
+}
+
+/* A frontend attribute xla.sdy.K that is a slip of one tessel reads
+ * (xla.sdy.shardng): an error naming it. It was passed over like the keys
+ * tessel does not read, and the value ran unsharded without a word. Keys
+ * far from every read one are let be (XLA writes others). */
+static IrStatus slipped_key(Import *im, const IrInstr *x)
+{
+    for (int32_t k = 0; k < x->a.nfrontend; k++) {
+        const char *key = x->a.frontend[k].key;
+        if (strncmp(key, "xla.sdy.", 8) != 0 || ir_str_index(key, other_keys) >= 0)
+            continue;
+        int32_t nread = (int32_t)(sizeof read_keys / sizeof read_keys[0]);
+        bool known = false;
+        for (int32_t r = 0; r < nread; r++)
+            known |= strcmp(key, read_keys[r]) == 0;
+        const char *near = known ? NULL : ir_nearest(key, strlen(key), nread, read_key_at, NULL);
+        if (!near || ir_edit_distance(key, strlen(key), near, strlen(near)) > 2)
+            continue;
+        IrPos at = value_pos(im->m, x->pos, key, 0); /* the value's; the key stands before its '=' */
+        if (at.col > (int32_t)strlen(key) + 1)
+            at.col -= (int32_t)strlen(key) + 1;
+        return ir_error(im->d, IR_EINPUT, im->m->file, im->m->src, at,
+                        "'%s' has the frontend attribute %s, which tessel does not read; did you mean %s?", x->name,
+                        key, near);
     }
     return IR_OK;
 }
@@ -435,7 +535,9 @@ static IrStatus read_values(Import *im)
         IrComputation *c = m->comp[ci];
         for (int32_t i = 0; i < c->ninstr; i++) {
             IrInstr *x = &c->instr[i];
-            IrStatus st = IR_OK;
+            IrStatus st = slipped_key(im, x);
+            if (st != IR_OK)
+                return st;
             /* XLA's own tests put xla.sdy.sharding beside sharding= in
              * modules without meshes: there sharding= is all there is. */
             if (ir_frontend_attr(x, "xla.sdy.sharding") && (im->meshes.n > 0 || !x->sharding))
@@ -609,27 +711,49 @@ static int32_t find_l(const IrComputation *c, int32_t k)
 
 /* Map every user of tuple element i of instruction `from` (a
  * get-tuple-element), or `from` itself when it is not a tuple, to `to`. */
-static void stand_for(const IrComputation *c, int32_t from, int32_t i, int32_t to, Rewrite *rw)
+static IrStatus stand_for(Import *im, const IrComputation *c, int32_t from, int32_t i, int32_t to, Rewrite *rw)
 {
     for (int32_t u = 0; u < c->ninstr; u++) {
         const IrInstr *ux = &c->instr[u];
         if (ux->op == OP_GET_TUPLE_ELEMENT && ux->opnd[0] == from && ux->a.tuple_index == i) {
+            /* the element's shape, as the verifier would have checked
+             * had the get-tuple-element stayed (it goes with the rewrite:
+             * a local shape written wrong was dropped without a word) */
+            if (!ir_shape_compatible(&ux->shape, &c->instr[to].shape)) {
+                char *a = ir_shape_str(&ux->shape, false), *b = ir_shape_str(&c->instr[to].shape, false);
+                IrStatus st = ir_error(im->d, IR_EINPUT, im->m->file, im->m->src, ux->pos,
+                                       "%s: declared shape %s does not match element %d of '%s', %s", ux->name,
+                                       a ? a : "?", (int)i, c->instr[from].name, b ? b : "?");
+                ts_free(a);
+                ts_free(b);
+                return st;
+            }
             rw->map[u] = to;
             rw->dead[u] = true;
         }
     }
     if (c->instr[from].shape.type != IR_TUPLE)
         rw->map[from] = to;
+    return IR_OK;
 }
 
 /* A per-value attribute of x with one sharding per operand, read with the
  * manual axes `man` (NULL: none). */
-static IrStatus per_operand(Import *im, const IrInstr *x, const char *key, const IrSdyManual *man, IrSharding *out)
+static IrStatus per_operand(Import *im, const IrComputation *c, const IrInstr *x, const char *key,
+                            const IrSdyManual *man, IrSharding *out)
 {
     IrModule *m = im->m;
     if (!ir_frontend_attr(x, key))
         return ir_error(im->d, IR_EINPUT, m->file, m->src, x->pos, "'%s' has no %s", x->name, key);
-    IrStatus st = attr_sharding(im, x, key, man, out);
+    /* one sharding per operand, each naming its operand's dimensions */
+    IrShape *el = ts_malloc((size_t)(x->nopnd > 0 ? x->nopnd : 1) * sizeof *el);
+    if (!el)
+        return ir_oom(im->d, NULL);
+    for (int32_t i = 0; i < x->nopnd; i++)
+        el[i] = c->instr[x->opnd[i]].shape;
+    IrShape opnds = {.type = IR_TUPLE, .ntuple = x->nopnd, .tuple = el};
+    IrStatus st = attr_sharding(im, x, key, man, &opnds, out);
+    ts_free(el);
     if (st == IR_OK && (out->kind != SHD_TUPLE || out->ntuple != x->nopnd))
         st = ir_error(im->d, IR_EINPUT, m->file, m->src, value_pos(m, x->pos, key, 0),
                       "%s of '%s' gives %d shardings for %d operands", key, x->name,
@@ -643,9 +767,9 @@ static IrStatus shard_map_inputs(Import *im, IrComputation *c, int32_t g, const 
 {
     IrModule *m = im->m;
     IrSharding in, inm;
-    IrStatus st = per_operand(im, &c->instr[g], "xla.sdy.in_shardings", NULL, &in);
+    IrStatus st = per_operand(im, c, &c->instr[g], "xla.sdy.in_shardings", NULL, &in);
     if (st == IR_OK)
-        st = per_operand(im, &c->instr[g], "xla.sdy.in_shardings", man, &inm);
+        st = per_operand(im, c, &c->instr[g], "xla.sdy.in_shardings", man, &inm);
     for (int32_t i = 0; st == IR_OK && i < c->instr[g].nopnd; i++) {
         const IrInstr *gx = &c->instr[g];
         IrShape local = *element(&gx->shape, i), full = c->instr[gx->opnd[i]].shape;
@@ -654,7 +778,7 @@ static IrStatus shard_map_inputs(Import *im, IrComputation *c, int32_t g, const 
         int32_t f = s < 0 ? -1 : add_marker(m, c, "SPMDFullToShardShape", s, &local, &inm.tuple[i], pos);
         if (f < 0 || !rw_grow(rw, c->ninstr))
             return ir_oom(im->d, NULL);
-        stand_for(c, g, i, f, rw);
+        st = stand_for(im, c, g, i, f, rw);
     }
     rw->dead[g] = true;
     return st;
@@ -668,7 +792,7 @@ static IrStatus shard_map_outputs(Import *im, IrComputation *c, int32_t l, const
 {
     IrModule *m = im->m;
     IrSharding out;
-    IrStatus st = per_operand(im, &c->instr[l], "xla.sdy.out_shardings", NULL, &out);
+    IrStatus st = per_operand(im, c, &c->instr[l], "xla.sdy.out_shardings", NULL, &out);
     if (st != IR_OK)
         return st;
     int32_t nout = c->instr[l].nopnd;
@@ -686,7 +810,10 @@ static IrStatus shard_map_outputs(Import *im, IrComputation *c, int32_t l, const
             ts_free(t);
             return ir_oom(im->d, NULL);
         }
-        stand_for(c, l, i, t[i], rw);
+        if ((st = stand_for(im, c, l, i, t[i], rw)) != IR_OK) {
+            ts_free(t);
+            return st;
+        }
     }
     IrInstr *lt = &c->instr[l];
     if (lt->shape.type != IR_TUPLE) {
@@ -724,7 +851,7 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
      * sharding of their own are {manual}. */
     IrSharding outm;
     if (st == IR_OK)
-        st = per_operand(im, &c->instr[l], "xla.sdy.out_shardings", man, &outm);
+        st = per_operand(im, c, &c->instr[l], "xla.sdy.out_shardings", man, &outm);
     if (st != IR_OK)
         return st;
     bool full = outm.ntuple > 0 && outm.tuple[0].kind == SHD_MANUAL;
@@ -837,6 +964,67 @@ static IrStatus strip(Import *im)
                 if (!drop_attr(m->arena, &m->comp[ci]->instr[i], keys[k]))
                     return ir_oom(im->d, NULL);
     return IR_OK;
+}
+
+/* Where mesh `name` is defined in the source: the first `name` after
+ * "xla.sdy.meshes" that is followed by '=' (where xla.sdy.meshes is, when
+ * not found). */
+static IrPos mesh_pos(const IrModule *m, const char *name)
+{
+    const char *text = strstr(m->src, "xla.sdy.meshes");
+    if (!text)
+        return (IrPos){0, 0};
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+        const char *q = p + n;
+        while (*q == ' ' || *q == '"' || *q == '\\')
+            q++;
+        bool starts = p[-1] == '{' || p[-1] == ' ' || p[-1] == ',' || p[-1] == '"';
+        if (starts && *q == '=')
+            return pos_of_offset(m->src, (size_t)(p - m->src));
+    }
+    return pos_of_offset(m->src, (size_t)(text - m->src));
+}
+
+IrStatus ir_sdy_check_mesh_fits(const IrModule *m, int64_t ndev, int64_t used, bool from_header, IrDiag *d)
+{
+    if (used <= ndev || !m->src)
+        return IR_OK;
+    IrModule *mm = (IrModule *)m; /* header_meshes only allocates in the arena */
+    IrSdyMeshes ms;
+    IrDiag tmp = {0};
+    if (header_meshes(mm, &ms, &tmp) != IR_OK) {
+        ir_diag_clear(&tmp);
+        return IR_OK;
+    }
+    /* the mesh as wide as the sharding (its largest device id + 1) */
+    const IrSdyMesh *pick = NULL;
+    for (int32_t i = 0; i < ms.n && !pick; i++) {
+        const IrSdyMesh *x = &ms.mesh[i];
+        int64_t w = x->ndevice;
+        for (int64_t k = 0; x->device_ids && k < x->ndevice; k++)
+            w = x->device_ids[k] + 1 > w ? x->device_ids[k] + 1 : w;
+        if (w == used)
+            pick = x;
+    }
+    if (!pick)
+        return IR_OK;
+    const char *where = from_header ? "num_partitions=" : "--num-partitions ";
+    if (pick->ndevice != used) /* device_ids beyond its count: a maximal mesh <[], device_ids=[5]> */
+        return ir_error(d, IR_EINPUT, m->file, m->src, mesh_pos(m, pick->name),
+                        "mesh @%s names device %lld but this run has %lld partitions (%s%lld%s), devices 0 to %lld: "
+                        "%s%lld%s, or give the mesh device ids below %lld",
+                        pick->name, (long long)used - 1, (long long)ndev, where, (long long)ndev,
+                        from_header ? " in the module header" : "", (long long)ndev - 1,
+                        from_header ? "write num_partitions=" : "pass --num-partitions ", (long long)used,
+                        from_header ? " in the header" : "", (long long)ndev);
+    return ir_error(d, IR_EINPUT, m->file, m->src, mesh_pos(m, pick->name),
+                    "mesh @%s has %lld devices but this run has %lld partitions (%s%lld%s): a sharding over the mesh "
+                    "puts a piece on each of its devices; %s%lld%s, or give the mesh %lld devices",
+                    pick->name, (long long)used, (long long)ndev, where,
+                    (long long)ndev, from_header ? " in the module header" : "",
+                    from_header ? "write num_partitions=" : "pass --num-partitions ", (long long)used,
+                    from_header ? " in the header" : "", (long long)ndev);
 }
 
 static bool has_sdy(const IrModule *m)

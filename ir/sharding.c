@@ -402,6 +402,25 @@ static IrStatus validate_leaves(const IrSharding *s, const IrShape *shape, int32
     return st;
 }
 
+int64_t ir_sharding_width(const IrSharding *s)
+{
+    int64_t n = 0;
+    if (!s)
+        return 0;
+    if (s->kind == SHD_MAXIMAL)
+        return s->device + 1;
+    if (s->kind == SHD_TUPLE) {
+        for (int32_t i = 0; i < s->ntuple; i++) {
+            int64_t t = ir_sharding_width(&s->tuple[i]);
+            n = t > n ? t : n;
+        }
+        return n;
+    }
+    for (int64_t i = 0; s->kind == SHD_TILED && s->devices && i < s->ndevices; i++)
+        n = s->devices[i] + 1 > n ? s->devices[i] + 1 : n;
+    return s->kind == SHD_TILED && !s->devices ? s->ndevices : n;
+}
+
 IrStatus ir_sharding_validate(const IrSharding *s, const IrShape *shape, int64_t num_devices,
                               IrDiag *d, const char *file, const char *src, IrPos pos)
 {
@@ -527,7 +546,8 @@ static bool parse_subgroups(Lexer *L, Single *x)
             else if (lx_is_word(L, "replicated"))
                 t = SUBGROUP_REPLICATED;
             else
-                return lx_expected(L, "'manual' or 'replicated' in last_tile_dims");
+                return lx_expected_word(L, "'manual' or 'replicated' in last_tile_dims",
+                                        (const char *const[]){"manual", "replicated", NULL});
             lx_next(L);
             if (!vec_push(L, &x->ltd, t))
                 return false;
@@ -536,11 +556,25 @@ static bool parse_subgroups(Lexer *L, Single *x)
     return lx_expect(L, LX_RBRACE, "'}' to end last_tile_dims");
 }
 
+/* The words a single sharding holds: name=value ones, then plain ones. */
+static const char *const single_words[] = {"device",  "devices", "last_tile_dims", "metadata",
+                                           "replicated", "maximal", "manual", "unknown", "unreduced",
+                                           "last_tile_dim_replicate", "shard_as", "shard_like", NULL};
+enum { NSINGLE_ATTRS = 4 };
+
+/* "unknown WHAT 'x' in sharding", with "did you mean" among single_words. */
+static bool unknown_single(Lexer *L, IrPos pos, const char *what)
+{
+    char buf[64];
+    const char *near = lx_near(L, single_words);
+    return lx_fail(L, pos, "unknown %s %s in sharding%s%s%s", what, lx_describe(L, buf, sizeof buf),
+                   near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+}
+
 /* One `name=value` inside a single sharding. */
 static bool parse_single_attr(Lexer *L, Single *x)
 {
     IrPos pos = L->tok.pos;
-    char buf[64];
     if (lx_is_word(L, "device")) {
         lx_next(L);
         lx_next(L);
@@ -567,7 +601,7 @@ static bool parse_single_attr(Lexer *L, Single *x)
             return false;
         return (x->metadata = lx_dup(L, s + 1, e - 1)) != NULL;
     }
-    return lx_fail(L, pos, "unknown attribute %s in sharding", lx_describe(L, buf, sizeof buf));
+    return unknown_single(L, pos, "attribute");
 }
 
 /* One word inside a single sharding. */
@@ -602,7 +636,11 @@ static bool parse_single_word(Lexer *L, Single *x)
     }
     if (lx_is_word(L, "maximal_mesh"))
         return lx_fail(L, pos, "%s shardings are not supported", lx_describe(L, buf, sizeof buf));
-    return lx_fail(L, pos, "unknown word %s in sharding", lx_describe(L, buf, sizeof buf));
+    for (int i = 0; i < NSINGLE_ATTRS; i++)
+        if (lx_is_word(L, single_words[i]))
+            return lx_fail(L, lx_peek(L).pos, "expected '=' after %s in sharding (%s=...)", single_words[i],
+                           single_words[i]);
+    return unknown_single(L, pos, "word");
 }
 
 static bool copy_i64(Lexer *L, const I64Vec *v, int64_t **out)
@@ -826,13 +864,10 @@ static bool parse_v3(Lexer *L, IrSharding *s)
  * and parse_single_word's)? */
 static bool single_word_known(const Lexer *L)
 {
-    static const char *const words[] = {"device",   "devices", "last_tile_dims", "metadata",  "replicated",
-                                        "maximal",  "manual",  "unknown",        "unreduced", "last_tile_dim_replicate",
-                                        "shard_as", "shard_like", "maximal_mesh"};
-    for (size_t k = 0; k < sizeof words / sizeof *words; k++)
-        if (lx_is_word(L, words[k]))
+    for (size_t k = 0; single_words[k]; k++)
+        if (lx_is_word(L, single_words[k]))
             return true;
-    return false;
+    return lx_is_word(L, "maximal_mesh");
 }
 
 static bool parse_single(Lexer *L, IrSharding *s, bool brace_consumed, IrPos pos)

@@ -384,6 +384,10 @@ static IrStatus check_instr(Verifier *v, const IrComputation *c, const IrInstr *
     if (ins->op == OP_PARAMETER && ins->a.parameter_number < 0)
         return verr(v, ins->pos, "%s: parameter number %lld is negative", ins->name,
                     (long long)ins->a.parameter_number);
+    /* a Shardy mesh wider than the header's num_partitions is named as such */
+    if (ins->sharding && num_devices(v->m) > 0 &&
+        (st = ir_sdy_check_mesh_fits(v->m, num_devices(v->m), ir_sharding_width(ins->sharding), true, v->d)) != IR_OK)
+        return st;
     if (ins->sharding &&
         (st = ir_sharding_validate(ins->sharding, &ins->shape, num_devices(v->m), v->d,
                                    v->m->file, v->m->src, ins->pos)) != IR_OK)

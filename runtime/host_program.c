@@ -162,6 +162,12 @@ DevCustomCalls rt_host_calls(RtHostCtx *ctx)
     return (DevCustomCalls){.ctx = ctx, .call = host_call};
 }
 
+static const char *host_target_at(void *ctx, int32_t i)
+{
+    (void)ctx;
+    return clu_default_host_targets[i];
+}
+
 IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
 {
     for (int32_t c = 0; c < m->ncomp; c++)
@@ -184,12 +190,20 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
             }
             char from[256];
             bool known = ir_instr_origin(m, ins, from, sizeof from);
-            if (ir_str_index(t, clu_default_host_targets) < 0)
+            if (ir_str_index(t, clu_default_host_targets) < 0) {
+                int32_t nhost = 0;
+                while (clu_default_host_targets[nhost])
+                    nhost++;
+                const char *near = dev_builtin_target_nearest(t);
+                if (!near && t)
+                    near = ir_nearest(t, strlen(t), nhost, host_target_at, NULL);
                 return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
                                 "%s: custom-call target \"%s\" is not registered (tessel runs XLA's "
                                 "targets listed in docs/cli.md and its host targets tessel_print and "
-                                "tessel_save)%s%s%s",
-                                ins->name, t ? t : "", known ? " (from " : "", from, known ? ")" : "");
+                                "tessel_save)%s%s%s%s%s%s",
+                                ins->name, t ? t : "", known ? " (from " : "", from, known ? ")" : "",
+                                near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+            }
         }
     return IR_OK;
 }

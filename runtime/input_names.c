@@ -255,6 +255,15 @@ static IrStatus unknown_key(const IrComputation *c, const char *key, IrDiag *d)
     const char *near = ir_nearest(key, strlen(key), n, cand_name, v);
     if (near)
         ir_sb_printf(&b, "did you mean %s? ", near);
+    /* the name it means leads the list (a tie of distance is broken for
+     * it by ir_nearest's rules: 'w' means w1 before x) */
+    for (int32_t j = 1; near && j < n; j++)
+        if (v[j].name == near) {
+            Cand t = v[j];
+            memmove(v + 1, v, (size_t)j * sizeof *v);
+            v[0] = t;
+            break;
+        }
     ir_sb_puts(&b, "the names that work, nearest first: ");
     for (int32_t i = 0; i < n && i < NAMES_SHOWN; i++) {
         const IrInstr *ins = param_instr(c, v[i].param);

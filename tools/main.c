@@ -47,6 +47,15 @@ static const CliCommand *find_command(const char *name)
     return NULL;
 }
 
+/* The command `name` is a slip of (ts_nearest_name), or NULL. */
+static const char *nearest_command(const char *name)
+{
+    const char *names[NCOMMANDS];
+    for (int i = 0; i < NCOMMANDS; i++)
+        names[i] = COMMANDS[i]->name;
+    return ts_nearest_name(name, names, NCOMMANDS);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -56,8 +65,11 @@ int main(int argc, char **argv)
     const char *a = argv[1];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0) {
         const CliCommand *c = argc > 2 ? find_command(argv[2]) : NULL;
-        if (argc > 2 && !c)
-            return cli_usage_error(NULL, "unknown command '%s'", argv[2]);
+        if (argc > 2 && !c) {
+            const char *near = nearest_command(argv[2]);
+            return cli_usage_error(NULL, "unknown command '%s'%s%s%s", argv[2], near ? "; did you mean " : "",
+                                   near ? near : "", near ? "?" : "");
+        }
         if (c)
             fputs(c->help, stdout);
         else
@@ -70,10 +82,8 @@ int main(int argc, char **argv)
     }
     const CliCommand *cmd = find_command(a);
     if (!cmd) {
-        const char *names[NCOMMANDS];
-        for (int i = 0; i < NCOMMANDS; i++)
-            names[i] = COMMANDS[i]->name;
-        const char *near = a[0] == '-' ? NULL : ts_nearest_name(a, names, NCOMMANDS);
+        static const char *const top[] = {"--help", "--version"};
+        const char *near = a[0] == '-' ? ts_nearest_name(a, top, 2) : nearest_command(a);
         return cli_usage_error(NULL, "unknown %s '%s'%s%s%s", a[0] == '-' ? "option" : "command", a,
                                near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
     }

@@ -433,6 +433,15 @@ static int set_path(const CliCommand *cmd, const OptSpec *s, const char *v, cons
     return CLI_OK;
 }
 
+/* "WHAT, not 'V'" for a value outside an option's words, with "did you
+ * mean" the word V is a slip of (jsn: json). */
+static int bad_word(const CliCommand *cmd, const char *what, const char *v, const char *const *words, int32_t n)
+{
+    const char *near = ts_nearest_name(v, words, n);
+    return cli_usage_error(cmd, "%s, not '%s'%s%s%s", what, v, near ? "; did you mean " : "", near ? near : "",
+                           near ? "?" : "");
+}
+
 static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, const char *v)
 {
     switch (s->bit) {
@@ -448,7 +457,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
             o->donate = strcmp(v, "auto") == 0 ? TS_DONATE_AUTO : TS_DONATE_DECLARED;
             return CLI_OK;
         }
-        return cli_usage_error(cmd, "--donate takes auto or declared, not '%s'", v);
+        return bad_word(cmd, "--donate takes auto or declared", v, (const char *const[]){"auto", "declared"}, 2);
     case OPT_LOCAL_DEVICES: return parse_count(cmd, s->name, v, &o->local_devices);
     case OPT_STEPS: return parse_count_to(cmd, s->name, v, TS_MAX_STEPS, &o->steps);
     case OPT_TIMEOUT: return parse_seconds(cmd, s->name, v, &o->timeout);
@@ -469,8 +478,13 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         return CLI_OK;
     }
     case OPT_FORMAT:
+        /* devices prints text or json only: said here, with its words */
+        if (strcmp(cmd->name, "devices") == 0 && strcmp(v, "text") && strcmp(v, "json"))
+            return bad_word(cmd, "--format is text or json for 'tessel devices'", v,
+                            (const char *const[]){"text", "json"}, 2);
         if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "dot") && strcmp(v, "html"))
-            return cli_usage_error(cmd, "--format is text, json, dot or html, not '%s'", v);
+            return bad_word(cmd, "--format is text, json, dot or html", v,
+                            (const char *const[]){"text", "json", "dot", "html"}, 4);
         o->format = v;
         return CLI_OK;
     case OPT_OUT: return set_path(cmd, s, v, &o->out);
@@ -496,11 +510,13 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_WHY: o->why = v; return CLI_OK;
     case OPT_SGEMM:
         if ((o->sgemm = cli_sgemm_parse(v)) < 0)
-            return cli_usage_error(cmd, "--sgemm is openblas, blis, onednn, avx512, amx-bf16x3 or probe, not '%s'", v);
+            return bad_word(cmd, "--sgemm is openblas, blis, onednn, avx512, amx-bf16x3 or probe", v,
+                            (const char *const[]){"openblas", "blis", "onednn", "avx512", "amx-bf16x3", "probe"}, 6);
         return CLI_OK;
     case OPT_INIT_STATE:
         if (strcmp(v, "zeros"))
-            return cli_usage_error(cmd, "--init-state is zeros (the optimizer state starts at zero), not '%s'", v);
+            return bad_word(cmd, "--init-state is zeros (the optimizer state starts at zero)", v,
+                            (const char *const[]){"zeros"}, 1);
         o->zero_state = true;
         return CLI_OK;
     default: return CLI_OK;
@@ -513,7 +529,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
 static int stats_value(const CliCommand *cmd, const char *v, CliOptions *o)
 {
     if (strcmp(v, "ops"))
-        return cli_usage_error(cmd, "--stats takes no value, or =ops (per-instruction times), not '%s'", v);
+        return bad_word(cmd, "--stats takes no value, or =ops (per-instruction times)", v, (const char *const[]){"ops"}, 1);
     if (strcmp(cmd->name, "run"))
         return cli_usage_error(cmd, "--stats=ops times the instructions of a run: 'tessel run', not 'tessel %s'",
                                cmd->name);
@@ -580,11 +596,12 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
         return set_value(cmd, o, s, v);
     }
     /* The nearest option this command takes, for "did you mean". */
-    const char *names[sizeof OPTS / sizeof OPTS[0]];
+    const char *names[sizeof OPTS / sizeof OPTS[0] + 1];
     int32_t nn = 0;
     for (size_t k = 0; k < sizeof OPTS / sizeof OPTS[0]; k++)
         if (cmd->accepts & OPTS[k].bit)
             names[nn++] = OPTS[k].name;
+    names[nn++] = "--help"; /* every command takes it */
     char key[64];
     snprintf(key, sizeof key, "%.*s", (int)(n < sizeof key ? n : sizeof key - 1), arg);
     const char *near = ts_nearest_name(key, names, nn);

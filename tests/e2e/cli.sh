@@ -143,6 +143,42 @@ for args in "run $cc --random-inputs 1" "run $cc --random-inputs 1 --reference" 
     expect_in "$ERR" 'cc.hlo:4:8: error: c: custom-call target "evil" is not registered'
 done
 [ ! -e "$WORK/cc.plan" ] || fail "a refused compile left a plan"
+# a slip of a target tessel knows is named
+sed 's/"evil"/"Shardng"/' "$cc" >"$WORK/cc2.hlo"
+expect_status 2 "$TESSEL" compile "$WORK/cc2.hlo" -o "$WORK/cc2.plan"
+expect_in "$ERR" 'cc2.hlo:4:8: error: c: custom-call target "Shardng" is not registered'
+expect_in "$ERR" '; did you mean "Sharding"?'
+# a plan's shardings are chosen: --auto-shard and --mesh with one are refused
+# (they were ignored without a word)
+expect_status 0 "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" -o "$WORK/as.plan"
+expect_status 2 "$TESSEL" run "$WORK/as.plan" --random-inputs 1 --auto-shard
+expect_in "$ERR" "as.plan: error: --auto-shard chooses the shardings when a model is compiled, and this plan is compiled: give the model, or leave --auto-shard out"
+expect_status 2 "$TESSEL" plan "$WORK/as.plan" --mesh 2x2
+expect_in "$ERR" "--mesh chooses the shardings when a model is compiled"
+# devices takes text or json only (it was told "text, json, dot or html")
+expect_status 2 "$TESSEL" devices --format xml
+expect_in "$ERR" "--format is text or json for 'tessel devices', not 'xml'"
+# names a slip away in --show and --expand
+expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --show w11
+expect_in "$ERR" "--show w11: no such instruction, input or output (names: an instruction, an entry parameter, 'input K', 'output K', or 'all'); did you mean w1?"
+expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --expand mian --format dot
+expect_in "$ERR" "--expand mian: no computation or instruction of that name; did you mean main?"
+# help's command, the top-level options and a command's --help: a slip names it
+expect_status 2 "$TESSEL" help rn
+expect_in "$ERR" "unknown command 'rn'; did you mean run?"
+expect_status 2 "$TESSEL" --hepl
+expect_in "$ERR" "unknown option '--hepl'; did you mean --help?"
+expect_status 2 "$TESSEL" run --hlep
+expect_in "$ERR" "unknown option '--hlep' for 'tessel run'; did you mean --help?"
+# the words an option takes: a slip names the word
+expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --format jsn
+expect_in "$ERR" "--format is text, json, dot or html, not 'jsn'; did you mean json?"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --stats=op
+expect_in "$ERR" "not 'op'; did you mean ops?"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --donate auot
+expect_in "$ERR" "--donate takes auto or declared, not 'auot'; did you mean auto?"
+expect_status 2 "$TESSEL" grad "$TESSEL_SRC/examples/mlp_loss.hlo" --wrt w1 --sgd 0.1 --remat dot -o "$WORK/remat.hlo"
+expect_in "$ERR" "--remat takes dots, nothing or names=A,B (the values the backward keeps), not 'dot'; did you mean dots?"
 # JAX's Python callbacks: one without results (jax.debug.print; an ordered
 # one threads a token) runs as a no-op, said once by the compile; one with
 # results (jax.pure_callback) is refused before anything runs
@@ -282,6 +318,12 @@ expect_in "$ERR" "TESSEL_SGEMM=mkl: expected openblas, blis, onednn, avx512, amx
 mkfifo "$WORK/pipe"
 timeout 30 cat "$WORK/pipe" >"$WORK/piped.plan" &
 reader=$!
+# the reader must have the pipe open before tessel does (it refuses a FIFO
+# no process reads): on a loaded machine cat started late and the test failed
+for _ in $(seq 1 300); do
+    find /proc/[0-9]*/fd -lname "$WORK/pipe" 2>/dev/null | grep -q . && break
+    sleep 0.01
+done
 expect_status 0 "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" -o "$WORK/pipe"
 wait "$reader" || true
 [ -p "$WORK/pipe" ] || fail "compile -o replaced the pipe with a file"

@@ -271,8 +271,17 @@ expect_in "$ERR" "tessel: error: $C6 already holds step-6, a checkpoint this run
 # held by another process: refused at once, status 1
 expect_status 1 flock "$C6/.tessel.lock" "$TESSEL" run "$SGD" --random-inputs 3 --steps 10 --checkpoint-every 10 \
     --checkpoint-dir "$C6"
-expect_in "$ERR" "tessel: $C6: error: another tessel run"
-expect_in "$ERR" "is writing into this directory (.tessel.lock is locked)"
+# flock(1) is no tessel run: no pid is named (an earlier run's was, stale)
+expect_in "$ERR" "tessel: $C6: error: another process is writing into this directory (.tessel.lock is locked)"
+[ ! -s "$C6/.tessel.lock" ] || fail "a run that ended left its pid in the lock: $(cat "$C6/.tessel.lock")"
+# the pid of a killed run (no live process has it) is not named either
+sh -c 'exit 0' &
+dead=$!
+wait "$dead"
+echo "$dead" >"$C6/.tessel.lock"
+expect_status 1 flock "$C6/.tessel.lock" "$TESSEL" run "$SGD" --random-inputs 3 --steps 10 --checkpoint-every 10 \
+    --checkpoint-dir "$C6"
+expect_in "$ERR" "tessel: $C6: error: another process is writing into this directory"
 [ ! -e "$C6/step-10" ] || fail "a run into a held checkpoint directory wrote a checkpoint"
 # the output directory may be the checkpoint directory (one lock, held once)
 expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 4 --checkpoint-every 2 --checkpoint-dir "$WORK/both" \

@@ -151,6 +151,68 @@ for bad in '[{\"x\"}, {}], replicated={\"x\"}' '[{\"x\":(1)2}, {}], replicated={
 done
 sdy_param "$WORK/rep.hlo" '[{\"x\":(1)2}, {}], replicated={\"x\":(2)2, \"y\"}'
 expect_status 0 "$TESSEL" check "$WORK/rep.hlo"
+# a sharding of another rank than its value's is said in Shardy's terms at
+# the sharding (it was GSPMD's tile dimensions at the instruction, and a
+# replicated one of another rank was taken)
+for bad in '[{\"x\"}, {}, {}]' '[{}, {}, {}]' '[{\"x\"}]'; do
+    sdy_param "$WORK/rank.hlo" "$bad"
+    expect_status 2 "$TESSEL" check "$WORK/rank.hlo"
+    expect_in "$ERR" "rank.hlo:4:87: error: in xla.sdy.sharding: the sharding gives "
+    expect_in "$ERR" "but the value is f32[8,4], of rank 2: write one {...} per dimension"
+done
+# slips of Shardy's words, meshes and axes are named
+sdy_param "$WORK/slip.hlo" '[{\"x\"}, {}], replicatd={\"y\"}'
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" "found 'replicatd'; did you mean replicated?"
+sdy_param "$WORK/slip.hlo" '[{\"x\"}, {\"yy\"}]'
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" 'axis "yy" is not in mesh @mesh (its axes: "x", "y")'
+sed 's/#sdy.sharding</#sdy.shardng</' "$WORK/rank.hlo" >"$WORK/slip.hlo"
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" "found 'sdy.shardng'; did you mean sdy.sharding?"
+sed 's/@mesh,/@mesh2,/' "$WORK/rank.hlo" >"$WORK/slip.hlo"
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" "mesh @mesh2 is not defined (the module's xla.sdy.meshes does not name it); did you mean @mesh?"
+# a slip of a Shardy attribute tessel reads is named (it was passed over:
+# the value ran unsharded, without a word when another value was sharded)
+sed 's/xla.sdy.sharding=/xla.sdy.shardng=/' "$WORK/rank.hlo" >"$WORK/slip.hlo"
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" "slip.hlo:4:57: error: 'a' has the frontend attribute xla.sdy.shardng, which tessel does not read; did you mean xla.sdy.sharding?"
+sed 's/xla.sdy.meshes=/xla.sdy.meshs=/' "$WORK/rank.hlo" >"$WORK/slip.hlo"
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" "slip.hlo:1:35: error: the module's frontend attribute xla.sdy.meshs is not read; did you mean xla.sdy.meshes?"
+# a mesh wider than the run's partitions: the mesh, its devices and the
+# partitions (it was "device 2 is out of range [0, 2)" at the first value)
+sdy_param "$WORK/wide.hlo" '[{\"x\"}, {}]'
+expect_status 2 "$TESSEL" plan "$WORK/wide.hlo" --num-partitions 4
+expect_in "$ERR" "wide.hlo:1:51: error: mesh @mesh has 8 devices but this run has 4 partitions (--num-partitions 4): "
+expect_in "$ERR" "pass --num-partitions 8, or give the mesh 4 devices"
+# a shard_map whose ends disagree or name no mesh's axis, or whose local
+# shape is written wrong: said there (the axis was reported in the other
+# end's in_shardings; the other two were taken without a word)
+SM="$M/shard_map_full.hlo"
+sed 's/manual_axes{\\"x\\", \\"y\\"}>",xla.sdy.out/manual_axes{\\"x\\", \\"z\\"}>",xla.sdy.out/' "$SM" >"$WORK/sm.hlo"
+expect_status 2 "$TESSEL" check "$WORK/sm.hlo"
+expect_in "$ERR" 'sm.hlo:23:208: error: in xla.sdy.manual_axes: manual axis "z" is in none of the module'"'"'s meshes'
+sed 's/manual_axes{\\"x\\", \\"y\\"}>",xla.sdy.out/manual_axes{\\"x\\"}>",xla.sdy.out/' "$SM" >"$WORK/sm.hlo"
+expect_status 2 "$TESSEL" check "$WORK/sm.hlo"
+expect_in "$ERR" "the manual axes of xla.sdy.LocalToGlobalShape 'shard_map.14' are not those of the other end of its shard_map"
+sed 's/shard_map.11 = f32\[4,4\]/shard_map.11 = f32[4,3]/' "$SM" >"$WORK/sm.hlo"
+expect_status 2 "$TESSEL" check "$WORK/sm.hlo"
+expect_in "$ERR" "sm.hlo:20:3: error: shard_map.11: declared shape f32[4,3] does not match element 0 of 'shard_map.10', f32[4,4]"
+# a maximal mesh on a device past the partitions: the device, not a count
+printf '%s\n' 'HloModule r, frontend_attributes={xla.sdy.meshes={mm = #sdy.mesh<[], device_ids=[5]>}}' '' 'ENTRY main {' \
+    '  a = f32[8,4]{1,0} parameter(0), frontend_attributes={xla.sdy.sharding="#sdy.sharding<@mm, []>"}' \
+    '  ROOT n = f32[8,4]{1,0} negate(a)' '}' >"$WORK/max5.hlo"
+expect_status 2 "$TESSEL" plan "$WORK/max5.hlo" --num-partitions 2
+expect_in "$ERR" "max5.hlo:1:51: error: mesh @mm names device 5 but this run has 2 partitions (--num-partitions 2), devices 0 to 1: pass --num-partitions 6, or give the mesh device ids below 2"
+# a priority gone wrong ({"x"}q1)
+sdy_param "$WORK/slip.hlo" '[{\"x\"}q1, {}]'
+expect_status 2 "$TESSEL" check "$WORK/slip.hlo"
+expect_in "$ERR" "expected a priority p<N> after the dimension's '}', then ',' or ']', found 'q1'"
+sed 's/HloModule r,/HloModule r, num_partitions=4,/' "$WORK/wide.hlo" >"$WORK/wide4.hlo"
+expect_status 2 "$TESSEL" check "$WORK/wide4.hlo"
+expect_in "$ERR" "error: mesh @mesh has 8 devices but this run has 4 partitions (num_partitions=4 in the module header): a sharding over the mesh puts a piece on each of its devices; write num_partitions=8 in the header, or give the mesh 4 devices"
 printf '%s\n' 'HloModule v' '' 'ENTRY main {' '  a = f32[8,4]{1,0} parameter(0), sharding={@mesh<x=2,y=2>, [{x}, {}], replicated={x}}' \
     '  ROOT n = f32[8,4]{1,0} negate(a)' '}' >"$WORK/v3rep.hlo"
 expect_status 2 "$TESSEL" check "$WORK/v3rep.hlo"

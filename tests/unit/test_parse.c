@@ -354,9 +354,14 @@ static void test_byte_order_mark(void **state)
     IrModule *m = parse_ok("\xef\xbb\xbfHloModule m\nENTRY e {\n  ROOT x = f32[4] parameter(0)\n}\n");
     assert_string_equal(m->name, "m");
     ir_module_free(m);
-    parse_err("\xef\xbb\xbfHloModul m\n", "expected '{' to start computation 'HloModul', found 'm'", 1, 10);
+    parse_err("\xef\xbb\xbfHloModul m\n", "found 'HloModul'; did you mean HloModule?", 1, 1);
     /* a character outside names is quoted whole, not its first byte */
-    parse_err("HloModule m\nENTRY e {\n  x\xc3\xa9 = f32[4] parameter(0)\n}\n", "found '\xc3\xa9'", 3, 4);
+    parse_err("HloModule m\nENTRY e {\n  \xc3\xa9 = f32[4] parameter(0)\n}\n", "found '\xc3\xa9'", 3, 3);
+    /* a name with a non-ASCII letter is quoted whole, at its start (it was
+     * "expected '=' after the instruction name, found 'é'" at the é) */
+    parse_err("HloModule m\nENTRY e {\n  x\xc3\xa9 = f32[4] parameter(0)\n}\n",
+              "expected instruction name or '}', found 'x\xc3\xa9': a name holds ASCII letters, digits, '_', '.' and '-'",
+              3, 3);
 }
 
 static void test_shapes(void **state)
@@ -1237,6 +1242,11 @@ static void test_diag_control_bytes(void **state)
     ir_diag_clear(&e);
 }
 
+static const char *list_at(void *ctx, int32_t i)
+{
+    return ((const char *const *)ctx)[i];
+}
+
 static void test_did_you_mean(void **state)
 {
     (void)state;
@@ -1271,6 +1281,118 @@ static void test_did_you_mean(void **state)
     assert_int_equal(ir_edit_distance("ca", 2, "abc", 3), 3);
     parse_err("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] tahn(p)\n}\n",
               "unknown opcode 'tahn'; did you mean tanh?", 4, 19);
+    /* ties, by hand (each one edit away): the name starting as the word
+     * wins ('w': w1, not x, which came first), then the one as long as it,
+     * then of one length the one ending as it does (LTE: LE, not LT) */
+    const char *const names[] = {"x", "w1", "w2"}, *const dirs[] = {"LT", "LE"}, *const ops[] = {"m_w", "m_w.1"};
+    assert_string_equal(ir_nearest("w", 1, 3, list_at, (void *)names), "w1");
+    assert_string_equal(ir_nearest("LTE", 3, 2, list_at, (void *)dirs), "LE");
+    assert_string_equal(ir_nearest("m_w1", 4, 2, list_at, (void *)ops), "m_w");
+    /* a non-ASCII letter is one edit; other case is always near */
+    assert_string_equal(ir_nearest("d\xc3\xb3t", 4, 1, list_at, (void *)(const char *const[]){"dot"}), "dot");
+    assert_string_equal(ir_nearest("ENTRY", 5, 1, list_at, (void *)(const char *const[]){"entry"}), "entry");
+}
+
+/* Every closed set of words the parser takes names the word a slip is of
+ * (worked out by hand: one or two edits, a non-ASCII letter one edit, a
+ * word in other case the word), where the slip is, with the whole word
+ * quoted: an opcode with a non-ASCII letter was "unknown opcode 'n'". */
+static void test_did_you_mean_words(void **state)
+{
+    (void)state;
+    const char *head = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n";
+    char t[512];
+#define BODY(line) (snprintf(t, sizeof t, "%s%s\n}\n", head, line), t)
+    parse_err(BODY("  ROOT x = f32[2] n\xc3\xa9gate(p)"), "unknown opcode 'n\xc3\xa9gate'; did you mean negate?", 4, 19);
+    parse_err(BODY("  ROOT x = f32[2] \xc3\xb1" "egate(p)"), "unknown opcode '\xc3\xb1" "egate'; did you mean negate?", 4, 19);
+    parse_err(BODY("  ROOT x = f32[2] negat\xc3\xa9(p)"), "unknown opcode 'negat\xc3\xa9'; did you mean negate?", 4, 19);
+    parse_err(BODY("  ROOT x = f32[2] d\xc3\xb3t(p, p)"), "unknown opcode 'd\xc3\xb3t'; did you mean dot?", 4, 19);
+    parse_err("HloModul m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+              "expected HloModule or a computation, found 'HloModul'; did you mean HloModule?", 1, 1);
+    parse_err("hlomodule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n", "did you mean HloModule?", 1, 1);
+    parse_err("HloModule m\nENTYR e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+              "expected ENTRY or a computation, found 'ENTYR'; did you mean ENTRY?", 2, 1);
+    parse_err(BODY("  ROOOT x = f32[2] negate(p)"), "expected ROOT or an instruction name, found 'ROOOT'; did you mean ROOT?",
+              4, 3);
+    parse_err(BODY("  root x = f32[2] negate(p)"), "found 'root'; did you mean ROOT?", 4, 3);
+    parse_err(BODY("  ROOT x = pred[2] compare(p, p), direction=LTE"),
+              "expected comparison direction EQ, NE, LT, LE, GT or GE, found 'LTE'; did you mean LE?", 4, 45);
+    parse_err(BODY("  ROOT x = pred[2] compare(p, p), direction=GTE"), "found 'GTE'; did you mean GE?", 4, 45);
+    parse_err(BODY("  ROOT x = pred[2] compare(p, p), direction=lt"), "found 'lt'; did you mean LT?", 4, 45);
+    parse_err(BODY("  ROOT x = pred[2] compare(p, p), direction=LT, type=FLAOT"), "found 'FLAOT'; did you mean FLOAT?", 4,
+              54);
+    parse_err(BODY("  ROOT x = pred[2] compare(p, p), direction=LT, order=TOTALORDR"),
+              "found 'TOTALORDR'; did you mean TOTALORDER?", 4, 55);
+    parse_err(BODY("  ROOT x = fp32[2] negate(p)"), "expected shape, found 'fp32'; did you mean f32?", 4, 12);
+    parse_err(BODY("  ROOT x = bf61[2] negate(p)"), "found 'bf61'; did you mean bf16?", 4, 12);
+    parse_err(BODY("  ROOT x = F32[2] negate(p)"), "found 'F32'; did you mean f32?", 4, 12);
+    parse_err(BODY("  ROOT x = f32[2]{0:t(128)} negate(p)"), "unknown layout part 't(128)' (expected T(...), E(...), "
+              "S(...), ...); did you mean T(...)?", 4, 21);
+    parse_err(BODY("  ROOT x = f32[2] negate(p), sharding={replicate}"),
+              "unknown word 'replicate' in sharding; did you mean replicated?", 4, 40);
+    parse_err(BODY("  ROOT x = f32[2] negate(p), sharding={maximall device=0}"), "did you mean maximal?", 4, 40);
+    parse_err(BODY("  ROOT x = f32[2] negate(p), sharding={maximal devic=0}"),
+              "unknown attribute 'devic' in sharding; did you mean device?", 4, 48);
+    parse_err(BODY("  ROOT x = f32[2] negate(p), sharding={devices=[2,2]0,1,2,3 last_tile_dim_replicat}"),
+              "did you mean last_tile_dim_replicate?", 4, 61);
+    parse_err(BODY("  ROOT x = f32[2] negate(p), sharding={devices=[2,2]0,1,2,3 last_tile_dims={replicatd}}"),
+              "found 'replicatd'; did you mean replicated?", 4, 77);
+    parse_err(BODY("  ROOT x = f32[2] negate(p), sharding={devices [2]0,1}"),
+              "expected '=' after devices in sharding (devices=...)", 4, 48);
+    parse_err("HloModule m, num_partition=2\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+              "unknown module attribute 'num_partition'; did you mean num_partitions?", 1, 14);
+    parse_err("HloModule m, input_output_alias={ {}: (0, {}, may-alais) }\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+              "found 'may-alais'; did you mean may-alias?", 1, 47);
+    parse_err("HloModule m\nENTRY e {\n  p = f32[1,4,4,1] parameter(0)\n  k = f32[3,3,1,1] parameter(1)\n"
+              "  ROOT c = f32[1,2,2,1] convolution(p, k), window={size=3x3 strid=2x2}, dim_labels=b01f_01io->b01f\n}\n",
+              "unknown window field 'strid'; did you mean stride?", 5, 61);
+    parse_err(BODY("  ROOT x = (u64[2], u32[2]) rng-bit-generator(p), algorithm=rng_philx"),
+              "found 'rng_philx'; did you mean rng_philox?", 4, 61);
+    parse_err(BODY("  ROOT x = f32[2] fusion(p), kind=kLop, calls=c"), "found 'kLop'; did you mean kLoop?", 4, 35);
+    /* a slip in operand_precision was kept raw and read as not "highest":
+     * the dot ran inexact without a word */
+    parse_err(BODY("  ROOT x = f32[] dot(p, p), lhs_contracting_dims={0}, rhs_contracting_dims={0}, "
+                   "operand_precision={highest,higest}"),
+              "unknown operand precision 'higest' (expected default, high, highest or packed_nibble); did you mean "
+              "highest?", 4, 108);
+    parse_err(BODY("  ROOT x = f32[] dot(p, p), lhs_contracting_dims={0}, rhs_contracting_dims={0}, "
+                   "operand_precision={HIHGEST,DEFAULT}"), "did you mean highest?", 4, 100);
+    /* names a slip away: operands, computations; words in literals */
+    parse_err(BODY("  ROOT x = f32[2] add(p, pp)"), "undefined operand 'pp'; did you mean p?", 4, 26);
+    parse_err(BODY("  z = f32[] constant(0)\n  ROOT x = f32[] reduce(p, z), dimensions={0}, to_apply=ad\n}\n"
+                   "ad2 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)"),
+              "undefined computation 'ad'; did you mean ad2?", 5, 57);
+    parse_err(BODY("  ROOT c = pred[2] constant({true, flase})"),
+              "expected true, false, 0 or 1 for pred, found 'flase'; did you mean false?", 4, 36);
+    parse_err(BODY("  ROOT c = f32[2] constant({1, nann})"), "expected floating-point value, found 'nann'; did you mean nan?",
+              4, 32);
+    /* an escaped quote pasted from the quoted form into braces: said where
+     * it is (it was an unterminated string at the next quoted value) */
+    parse_err("HloModule m, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\\\"x\\\"=2]>}}\n"
+              "ENTRY e {\n  ROOT p = f32[2] parameter(0), frontend_attributes={k=\"v\"}\n}\n",
+              "'\\\"' outside a string: an escaped quote belongs inside", 1, 69);
+    /* a missing ',' between attributes, a missing '=' after one: said
+     * there (they were "missing attribute 'to_apply'" at the instruction,
+     * "expected attribute name=value, found 'dimensions'") */
+    parse_err(BODY("  z = f32[] constant(0)\n  ROOT x = f32[] reduce(p, z), dimensions={0} to_apply=a"), "expected ',' before attribute 'to_apply'", 5, 47);
+    parse_err(BODY("  z = f32[] constant(0)\n  ROOT x = f32[] reduce(p, z), dimensions {0}, to_apply=a"), "expected '=' after attribute 'dimensions'", 5, 43);
+    /* a NUL inside a name makes it no name: it was "unknown opcode 'neg'" */
+    static const char nul[] = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] neg\0ate(p)\n}\n";
+    IrParseOptions po = opts();
+    IrModule *m = (IrModule *)1;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("bad.hlo", nul, sizeof nul - 1, &po, &m, &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "unknown opcode 'neg?ate'; did you mean negate?"));
+    ir_diag_clear(&d);
+    /* a bare word where a string goes: what to write */
+    parse_err(BODY("  ROOT c = f32[2] custom-call(p), custom_call_target=Sharding"),
+              "expected a string in quotes, found 'Sharding': write \"Sharding\"", 4, 54);
+    /* far from every word: no hint */
+    BODY("  ROOT x = pred[2] compare(p, p), direction=XYZZY");
+    assert_int_equal(ir_parse("bad.hlo", t, strlen(t), NULL, &m, &d), IR_EINPUT);
+    assert_null(strstr(d.msg, "did you mean"));
+    ir_diag_clear(&d);
+#undef BODY
 }
 
 /* Big inputs parse in time linear in their size: 200k instructions, each
@@ -1489,6 +1611,7 @@ int main(void)
         cmocka_unit_test(test_parse_take),
         cmocka_unit_test(test_failure_injection),
         cmocka_unit_test(test_did_you_mean),
+        cmocka_unit_test(test_did_you_mean_words),
         cmocka_unit_test(test_diag_control_bytes),
         cmocka_unit_test(test_byte_order_mark),
     };

@@ -42,7 +42,7 @@ static void check(const char *text, const char *man, const char *want)
     if (man && ir_sdy_parse_manual_axes(a, man, &mv, &d) != IR_OK)
         fail_msg("manual axes %s: %s", man, d.msg ? d.msg : "?");
     IrSharding s;
-    if (ir_sdy_parse_sharding(a, &ms, man ? &mv : NULL, text, NULL, &s, &d) != IR_OK)
+    if (ir_sdy_parse_sharding(a, &ms, man ? &mv : NULL, text, NULL, NULL, &s, &d) != IR_OK)
         fail_msg("%s: %s", text, d.msg ? d.msg : "?");
     char *got = ir_sharding_str(&s);
     assert_non_null(got);
@@ -157,7 +157,7 @@ static void check_error(const char *text, const char *man, const char *at, const
     if (man)
         assert_int_equal(ir_sdy_parse_manual_axes(a, man, &mv, &d), IR_OK);
     IrSharding s;
-    assert_int_equal(ir_sdy_parse_sharding(a, &ms, man ? &mv : NULL, text, NULL, &s, &d), IR_EINPUT);
+    assert_int_equal(ir_sdy_parse_sharding(a, &ms, man ? &mv : NULL, text, NULL, NULL, &s, &d), IR_EINPUT);
     assert_non_null(d.msg);
     if (!strstr(d.msg, msg))
         fail_msg("%s: '%s' does not say '%s'", text, d.msg, msg);
@@ -198,9 +198,9 @@ static void test_errors(void **state)
     IrSharding s;
     int64_t budget = 12;
     const char *yx = "#sdy.sharding<@mesh, [{\"y\"}, {\"x\"}]>";
-    assert_int_equal(ir_sdy_parse_sharding(a, &m8, NULL, yx, &budget, &s, &d), IR_OK);
+    assert_int_equal(ir_sdy_parse_sharding(a, &m8, NULL, yx, NULL, &budget, &s, &d), IR_OK);
     assert_int_equal(budget, 4);
-    assert_int_equal(ir_sdy_parse_sharding(a, &m8, NULL, yx, &budget, &s, &d), IR_EINPUT);
+    assert_int_equal(ir_sdy_parse_sharding(a, &m8, NULL, yx, NULL, &budget, &s, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "device lists expand to more than"));
     ir_diag_clear(&d);
     assert_int_equal(ir_sharding_parse(a, "{@mesh<x=2>, [{x}], unreduced={x}}", &s, &d), IR_EINPUT);
