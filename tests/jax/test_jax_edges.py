@@ -16,6 +16,12 @@ and checked by test_oracle.py's machinery.
                      partition/reshard.c's swapped_dim). Checked: the
                      collectives serving that dynamic-slice are
                      all-to-alls of XLA's bytes.
+  narrow_int_sums    s8, u8, s16 and u16 sums, an s16 dot and an s8
+                     product over a sharded dim, wrapping past each range
+                     as XLA does: under mpirun the ranks' partial sums
+                     crossed hosts by MPI_SUM, which Open MPI's op/avx
+                     saturates (32767 where JAX gives -28602:
+                     coll/mpi_transport.c's user ops now).
 
 Each program runs `tessel run --num-partitions N` on every mesh it lists
 against JAX's run on that mesh (test_oracle.py's check_run, its
@@ -72,6 +78,25 @@ def reduce_precision_specs(axes):
     return (_both(axes),), (_both(axes),) * 5
 
 
+# ----------------------------------------------------------- narrow_int_sums
+def narrow_int_sums(s, b, u, w):
+    return (lax.dot(s, s), jnp.sum(s, axis=1, dtype=jnp.int16), jnp.sum(b, axis=1, dtype=jnp.int8),
+            jnp.sum(u, axis=1, dtype=jnp.uint8), jnp.sum(w, axis=1, dtype=jnp.uint16),
+            jnp.prod(b, axis=1, dtype=jnp.int8), jnp.max(b, axis=1))
+
+
+def narrow_int_sums_inputs(rng):
+    return (rng.integers(-30000, 30000, size=(8, 8), dtype=np.int16),
+            rng.integers(-128, 128, size=(8, 8), dtype=np.int8),
+            rng.integers(0, 256, size=(8, 8), dtype=np.uint8),
+            rng.integers(0, 65536, size=(8, 8), dtype=np.uint16))
+
+
+def narrow_int_sums_specs(axes):
+    t = P(None, axes[0])
+    return (t,) * 4, (P(),) * 7
+
+
 # ------------------------------------------------------------------ scan_xs
 def scan_xs(h0, xs, w):
     def step(h, x):
@@ -99,6 +124,8 @@ PROGRAMS = [
     registry.Program("reduce_precision", reduce_precision, ((1,), (2,), (2, 2)), reduce_precision_specs,
                      reduce_precision_inputs),
     registry.Program("scan_xs", scan_xs, ((2,), (2, 2), (2, 4)), scan_xs_specs, scan_xs_inputs),
+    registry.Program("narrow_int_sums", narrow_int_sums, ((2,), (4,)), narrow_int_sums_specs,
+                     narrow_int_sums_inputs),
 ]
 BY_NAME = {p.name: p for p in PROGRAMS}
 
