@@ -5,8 +5,8 @@
  *   none         the same, cut out of a whole value, or a cut of each
  *                device's shard (axes added minor to those on a dim)
  *   permute      the same tiles on other devices: a collective-permute
- *   all-to-all   one dim's axes moved whole to an untiled dim, no tiled
- *                dim between, both divisible: one all-to-all
+ *   all-to-all   one dim's axes moved whole to an untiled dim, both
+ *                divisible: one all-to-all
  *   gather       some dims stop being tiled, the rest as it was: one
  *                all-gather per such dim over every axis on it at once
  *   whole        anything else: every tiled dim gathered (the whole
@@ -96,10 +96,12 @@ static bool refines(const AutoMesh *m, const IrShape *shape, const AutoSpec *fro
 }
 
 /* The axes on dim a under `from` are on dim b under `to`, dim b untiled
- * before and dim a after, everything else alike, no dim between a and b
- * tiled (the two shardings list the devices in one order) and both dims
- * divisible by the tiles: reshard.c's swapped_dim, one all-to-all over
- * those axes. The moving axes into *axes, their tiles into *t. */
+ * before and dim a after, everything else alike, and both dims divisible
+ * by the tiles: reshard.c's swapped_dim, one all-to-all over those axes.
+ * (A dim between a and b may be tiled: its axes, on it under both specs,
+ * give each device the same coordinate along it under both, which is
+ * what swapped_dim checks.) The moving axes into *axes, their tiles into
+ * *t. */
 static bool swapped(const AutoMesh *m, const IrShape *shape, const AutoSpec *from, const AutoSpec *to,
                     unsigned *axes, int64_t *t)
 {
@@ -117,9 +119,6 @@ static bool swapped(const AutoMesh *m, const IrShape *shape, const AutoSpec *fro
     if (da < 0 || axes_on(m, from, da) != *axes || axes_on(m, to, db) != *axes || axes_on(m, from, db) ||
         axes_on(m, to, da))
         return false;
-    for (int32_t d = (da < db ? da : db) + 1; d < (da < db ? db : da); d++)
-        if (auto_spec_tiles(m, from, d) > 1)
-            return false;
     *t = auto_spec_tiles(m, from, da);
     return shape->dims[da] % *t == 0 && shape->dims[db] % *t == 0;
 }

@@ -21,19 +21,31 @@
 
 static bool g_bf16; /* which 2-byte type the next call is about: set per call (serialized) */
 
-/* The element type an MPI user op is called on: the 2-byte type the
- * current call is about (g_bf16), else f32 or f64 by the datatype. */
+/* The element type an MPI user op is called on: f32, f64 or an 8- or
+ * 16-bit integer by the datatype, else the 2-byte float the current call
+ * is about (g_bf16). */
 static IrType user_type(const MPI_Datatype *dt)
 {
     if (*dt == MPI_DOUBLE)
         return IR_F64;
     if (*dt == MPI_FLOAT)
         return IR_F32;
+    if (*dt == MPI_INT8_T)
+        return IR_S8;
+    if (*dt == MPI_UINT8_T)
+        return IR_U8;
+    if (*dt == MPI_INT16_T)
+        return IR_S16;
+    if (*dt == MPI_UINT16_T)
+        return IR_U16;
     return g_bf16 ? IR_BF16 : IR_F16;
 }
 
-/* MPI has no f16/bf16 and no NaN-propagating max/min: these ops combine
- * with the reducer algebra (device/reducer.c), as the devices do. */
+/* MPI has no f16/bf16 and no NaN-propagating max/min, and Open MPI's
+ * MPI_SUM on 8- and 16-bit integers saturates where XLA wraps (its op/avx
+ * component adds with _mm*_adds_epi8/16: open-mpi/ompi#8045, closed
+ * wontfix; Debian's 4.1.4 has it): these ops combine with the reducer
+ * algebra (device/reducer.c), as the devices do. */
 #define USER_OP(NAME, OP)                                                     \
     void NAME(void *in, void *inout, int *len, MPI_Datatype *dt)              \
     {                                                                         \
@@ -143,6 +155,14 @@ bool cmpi_op_for(CollMpi *t, IrType ty, IrOpcode op, MPI_Datatype *dt, MPI_Op *m
         return false;
     *dt = map[ty];
     bool fl = ir_type_is_float(ty);
+    /* 8- and 16-bit integer sums and products wrap in the user ops, not
+     * in MPI's (which may saturate: see USER_OP); the same datatype tells
+     * the op the type. Example: two ranks' s16 partial sums 20000 and
+     * 20000 give -25536, as in one process, where MPI_SUM gave 32767. */
+    if (!fl && ty != IR_PRED && ir_type_size(ty) <= 2 && (k == 0 || k == 1)) {
+        *mop = t->user[0][k];
+        return true;
+    }
     /* The reducer's MPI column (hlo_op_sem.def); floating max/min take
      * the NaN-propagating user operations the column's comment asks for. */
     switch (ir_op_mpi(dev_red_canonical(ty, op))) {

@@ -798,7 +798,10 @@ static void convert_array(IrType st, const void *src, IrType dt, void *dst, int6
 
 /* Round to `mbits` mantissa bits (nearest even) and clamp to the exponent
  * range of `ebits` exponent bits (overflow -> inf, underflow -> zero, no
- * subnormals), as XLA does on the bits of the value.
+ * subnormals), as XLA does on the bits of the value. A NaN comes back as
+ * it came, sign and payload, whatever `mbits`: XLA's CPU backend (what JAX
+ * runs) selects the operand where it is NaN, also at mantissa_bits=0,
+ * where rounding alone would carry a NaN's payload into an infinity.
  * Example: 1 + 2^-10 to (8, 7) keeps 1.0: the dropped bits are below half. */
 static float reduce_precision_f32(float v, int64_t ebits, int64_t mbits)
 {
@@ -820,7 +823,7 @@ static float reduce_precision_f32(float v, int64_t ebits, int64_t mbits)
     float r;
     memcpy(&r, &x, sizeof r);
     if (isnan(v))
-        r = mbits > 0 ? v : INFINITY;
+        r = v;
     return r;
 }
 
@@ -844,7 +847,7 @@ static double reduce_precision_f64(double v, int64_t ebits, int64_t mbits)
     double r;
     memcpy(&r, &x, sizeof r);
     if (isnan(v))
-        r = mbits > 0 ? v : INFINITY;
+        r = v;
     return r;
 }
 
@@ -1019,6 +1022,8 @@ static IrStatus run_reduce_precision(const DevKernelArgs *k, int64_t n, DevValue
     void *o = r->data;
     if (t == IR_F64) {
         LOOP(((double *)o)[i] = reduce_precision_f64(((const double *)a)[i], eb, mb))
+    } else if (t == IR_F32) { /* not through double: that would quiet a signalling NaN */
+        LOOP(((float *)o)[i] = reduce_precision_f32(((const float *)a)[i], eb, mb))
     } else {
         LOOP(dev_store_f64(t, o, i, reduce_precision_f32((float)dev_load_f64(t, a, i), eb, mb)))
     }

@@ -200,6 +200,10 @@ static void reshard_prices(void **state)
          * (the exchange along dim 0 would leave dim 1's tiles misplaced);
          * held the whole value and the cut */
         {spec3(0, 1), spec3(1, 2), 2 + 1536e-9, AUTO_RESHARD_WHOLE, 2048 + 512},
+        /* [x,y,-] -> [-,y,x]: x moves from dim 0 to dim 2 past y, which
+         * keeps its dim: each device keeps its place, one all-to-all of 2
+         * on a shard of 512 */
+        {spec3(0, 1), spec3(2, 1), 1 + 256e-9, AUTO_RESHARD_ALL_TO_ALL, 512},
         /* [x,-,-]+y -> [-,x,-]+y: all-to-all of 2 on a shard of 1024 */
         {spec3(0, -1), spec3(1, -1), 1 + 512e-9, AUTO_RESHARD_ALL_TO_ALL, 1024},
         /* [x*y,-,-] -> [-,-,x*y]: one all-to-all of 4, 3/4 of 512 */
