@@ -419,7 +419,7 @@ static int find_last(CliCkpt *c, const char *dir)
         int64_t s = read_manifest(dir, e->d_name, c->digest, &bad, why, sizeof why, &t);
         other = other || bad;
         if (*why) {
-            fprintf(stderr, "tessel: warning: --resume: %s/%s is not used: %s\n", dir, e->d_name, why);
+            cli_say("tessel: warning: ", "--resume: %s/%s is not used: %s", dir, e->d_name, why);
             nbad++;
         }
         if (s > 0 && s < c->steps && s > below.step) {
@@ -461,7 +461,7 @@ static int find_last(CliCkpt *c, const char *dir)
                                   : "--resume %s: no complete checkpoint there%s",
                           dir, "");
     if (nbad && c->done > 0)
-        fprintf(stderr, "tessel: warning: --resume: resuming from %s, the last checkpoint that verifies\n", c->last);
+        cli_say("tessel: warning: ", "--resume: resuming from %s, the last checkpoint that verifies", c->last);
     if (c->done > c->steps) {
         char s[32], k[32];
         snprintf(s, sizeof s, "%lld", (long long)c->done);

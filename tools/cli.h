@@ -240,6 +240,11 @@ int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
 int cli_report(TsStatus st, TsDiag *d);
 /* Print a diagnostic as cli_report does, keeping it. */
 void cli_print_diag(const TsDiag *d);
+/* A line on stderr: `lead` as given (a terminal's control sequence, the
+ * "tessel: " prefix), then the formatted text with its control bytes (but
+ * tab) shown as \xNN, as errors show them: a path or name the user gave
+ * is echoed as text, never as a terminal's escape sequence. */
+void cli_say(const char *lead, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same with "rank R: " in front of the message (unless it is there). */
 void cli_print_ranked(const TsDiag *d, int rank);
 /* Exit status for a library status. */

@@ -272,7 +272,7 @@ static int run_plan(const CliOptions *o)
     if (rc == CLI_OK)
         rc = cli_layout(o, p);
     if (rc == CLI_OK && ts_plan_num_clusters(p) == 0)
-        fprintf(stderr, "tessel: %s: no device work: nothing is partitioned\n", o->pos[0]);
+        cli_say("tessel: ", "%s: no device work: nothing is partitioned", o->pos[0]);
     else if (rc == CLI_OK && o->explain)
         rc = explain(o, p);
     else if (rc == CLI_OK)

@@ -365,12 +365,12 @@ static void progress_say(bool speak, const char *fmt, ...)
         return;
     Progress *p = &g_progress;
     pthread_mutex_lock(&p->mu);
-    fputs(p->drawn ? "\r\033[Ktessel: " : "tessel: ", stderr);
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    cli_say(p->drawn ? "\r\033[Ktessel: " : "tessel: ", "%s", line);
     p->drawn = false;
     pthread_mutex_unlock(&p->mu);
 }

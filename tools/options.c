@@ -161,11 +161,40 @@ int cli_load_model(const CliOptions *o, const char *path, TsModule **m)
     return st == TS_OK ? CLI_OK : cli_report(st, &d);
 }
 
+void cli_say(const char *lead, const char *fmt, ...)
+{
+    char small[512], *text = small;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof small && (text = malloc((size_t)n + 1)) != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(text, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (!text) /* no memory for the whole line: its first part */
+        text = small;
+    fputs(lead, stderr);
+    for (const char *p = text; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            fprintf(stderr, "\\x%02x", c);
+        else
+            fputc(c, stderr);
+    }
+    fputc('\n', stderr);
+    if (text != small)
+        free(text);
+}
+
 /* A compile's warning, on stderr as the command line prints them. */
 static void cli_warning(void *ctx, const char *msg)
 {
     (void)ctx;
-    fprintf(stderr, "tessel: warning: %s\n", msg);
+    cli_say("tessel: warning: ", "%s", msg);
 }
 
 TsCompileOptions cli_compile_options(const CliOptions *o)

@@ -45,6 +45,12 @@ for s in 10 20 30 40; do
 done
 [ "$(grep -c 'written (step' "$ERR")" = 4 ] || fail "not one line per checkpoint"
 for s in 1 10 11 40; do same_loss "$ERR" $s; done
+# a checkpoint directory whose name holds an escape byte: the line shows it
+# as \x1b (as errors do), never the terminal's escape sequence itself
+esc="$WORK/ck"$'\e'"[1m"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 2 --checkpoint-every 1 --checkpoint-dir "$esc" --progress
+expect_in "$ERR" 'tessel: checkpoint '"$WORK"'/ck\x1b[1m/step-2 written (step 2 of 2)'
+! grep -q $'\e' "$ERR" || fail "a progress line printed the directory's escape byte raw"
 # resumed: a line says from where, and the steps go on from there
 expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 60 --checkpoint-every 10 --resume "$WORK/ck" \
     --watch loss --progress --output-dir "$WORK/o2"
