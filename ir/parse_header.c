@@ -257,6 +257,10 @@ bool prs_parse_header(Parser *P)
     Lexer *L = &P->L;
     lx_next(L);
     Span name = {0};
+    /* HloModule without its name: the next line's ENTRY was taken for it,
+     * the module read without an ENTRY */
+    if (lx_is_word(L, "ENTRY"))
+        return lx_expected(L, "the module name after HloModule");
     if (!prs_take_name(P, &name, "module name"))
         return false;
     char *n = prs_span_dup(P, name);

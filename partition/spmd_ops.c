@@ -445,8 +445,12 @@ static const IrSharding *sort_dim_moved(IrArena *a, const IrSharding *el, const 
 }
 
 /* sort: local when the sort dimension is not tiled (else its tiles move to
- * a free dim first, sort_dim_moved); all operands share the result's
- * (element) sharding. */
+ * a free dim first, sort_dim_moved; where every other dim is tiled too,
+ * the sort dim alone is gathered, the other dims stay tiled, and each
+ * device cuts its tile back out of the sorted rows: f32[8,32] on
+ * {devices=[2,2]<=[4]} sorted along dim 0 all-gathers dim 0 (256 bytes a
+ * device) where the whole value was gathered (768), XLA's two all-to-alls
+ * 256); all operands share the result's (element) sharding. */
 IrStatus spmd_sort(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
@@ -457,8 +461,12 @@ IrStatus spmd_sort(PComp *pc, int32_t i)
     if (ins->shape.type == IR_TUPLE && (el = shd_tuple_element(a, s, &ins->shape, 0)) == NULL)
         return spmd_oom(pc);
     const IrShape *es = ins->shape.type == IR_TUPLE ? &ins->shape.tuple[0] : &ins->shape;
-    if (shd_tiles(el, (int32_t)dim) > 1 && (el = sort_dim_moved(a, el, es, (int32_t)dim)) == NULL)
-        return spmd_fallback(pc, i);
+    if (shd_tiles(el, (int32_t)dim) > 1) {
+        const IrSharding *moved = sort_dim_moved(a, el, es, (int32_t)dim);
+        el = moved ? moved : shd_replicate_dims(a, el, 1, &dim);
+        if (!el)
+            return spmd_fallback(pc, i);
+    }
     /* Every operand takes the first element's sharding; the result is then
      * that sharding on every element. */
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];

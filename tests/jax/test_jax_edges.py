@@ -16,6 +16,12 @@ and checked by test_oracle.py's machinery.
                      partition/reshard.c's swapped_dim). Checked: the
                      collectives serving that dynamic-slice are
                      all-to-alls of XLA's bytes.
+  sort_tiled         jnp.sort, argsort and a two-operand lax.sort along
+                     each dim of an array tiled on both (2x2, 2x4): the
+                     sort dim has no untiled dim to move to, and the whole
+                     value was gathered (768 bytes a device on 2x2); now
+                     the sort dim alone (partition/spmd_ops.c's spmd_sort).
+                     Checked: the bytes of those gathers, by hand.
   narrow_int_sums    s8, u8, s16 and u16 sums, an s16 dot and an s8
                      product over a sharded dim, wrapping past each range
                      as XLA does: under mpirun the ranks' partial sums
@@ -97,6 +103,22 @@ def narrow_int_sums_specs(axes):
     return (t,) * 4, (P(),) * 7
 
 
+# --------------------------------------------------------------- sort_tiled
+def sort_tiled(h, k):
+    return jnp.sort(h, axis=0), jnp.argsort(h, axis=1).astype(jnp.int32), lax.sort((k, h), dimension=0, num_keys=1)[1]
+
+
+def sort_tiled_inputs(rng):
+    h = np.round(rng.standard_normal((8, 32)), 1).astype(np.float32)
+    h[0, :3] = [np.nan, -0.0, 0.0]
+    return h, rng.integers(0, 4, size=(8, 32), dtype=np.int32)
+
+
+def sort_tiled_specs(axes):
+    t = P(axes[0], axes[1])
+    return (t, t), (t, t, t)
+
+
 # ------------------------------------------------------------------ scan_xs
 def scan_xs(h0, xs, w):
     def step(h, x):
@@ -124,6 +146,7 @@ PROGRAMS = [
     registry.Program("reduce_precision", reduce_precision, ((1,), (2,), (2, 2)), reduce_precision_specs,
                      reduce_precision_inputs),
     registry.Program("scan_xs", scan_xs, ((2,), (2, 2), (2, 4)), scan_xs_specs, scan_xs_inputs),
+    registry.Program("sort_tiled", sort_tiled, ((2, 2), (2, 4)), sort_tiled_specs, sort_tiled_inputs),
     registry.Program("narrow_int_sums", narrow_int_sums, ((2,), (4,)), narrow_int_sums_specs,
                      narrow_int_sums_inputs),
 ]
@@ -143,7 +166,28 @@ def check_scan_xs_bytes(case, d):
         raise test_oracle.Mismatch("xs to the dynamic-slice: %s, XLA one all-to-all of %d bytes" % (moves, want))
 
 
-EXTRA = {"scan_xs": (check_scan_xs_bytes, SCAN_XS_BYTES)}
+# sort_tiled's bytes worked out by hand, the sort dim alone gathered for
+# each operand of each sort: on 2x2 a shard of f32[8,32] is 256 bytes and
+# each dim is split 2 ways (256 a gather): sort 256, argsort 256, the
+# two-operand sort 512; on 2x4 a shard is 128, dim 0 split 2 ways (128 a
+# gather), dim 1 4 ways (384): 128 + 384 + 256. (XLA's module moves 896
+# and 544: all-to-alls that move the sort dim's tiles onto the other dim,
+# half a shard each; tessel's reshard has no all-to-all onto a tiled dim.)
+SORT_TILED_BYTES = {(2, 2): 1024, (2, 4): 768}
+
+
+def check_sort_tiled_bytes(case, d):
+    """Only the sort dims are gathered (the whole value was: 1536 bytes)."""
+    plan = d / "bytes.plan"
+    test_oracle.tessel(["compile", str(case.hlo), "--num-partitions", str(case.n), "-o", str(plan)])
+    got = json.loads(test_oracle.tessel(["plan", str(plan), "--format", "json"]))
+    moves = [(c["opcode"], c["bytes_per_device"]) for cl in got["clusters"] for c in cl["collectives"]]
+    if sum(b for _, b in moves) != SORT_TILED_BYTES[case.shape]:
+        raise test_oracle.Mismatch("collectives %s, %d bytes a device, the sort dims alone %d"
+                                   % (moves, sum(b for _, b in moves), SORT_TILED_BYTES[case.shape]))
+
+
+EXTRA = {"scan_xs": (check_scan_xs_bytes, SCAN_XS_BYTES), "sort_tiled": (check_sort_tiled_bytes, SORT_TILED_BYTES)}
 
 
 def main():

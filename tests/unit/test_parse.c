@@ -1384,6 +1384,9 @@ static void test_did_you_mean_words(void **state)
     assert_int_equal(ir_parse("bad.hlo", nul, sizeof nul - 1, &po, &m, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "unknown opcode 'neg?ate'; did you mean negate?"));
     ir_diag_clear(&d);
+    /* HloModule without a name: ENTRY was the module's name, silently */
+    parse_err("HloModule\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+              "expected the module name after HloModule, found 'ENTRY'", 2, 1);
     /* a bare word where a string goes: what to write */
     parse_err(BODY("  ROOT c = f32[2] custom-call(p), custom_call_target=Sharding"),
               "expected a string in quotes, found 'Sharding': write \"Sharding\"", 4, 54);
