@@ -304,8 +304,9 @@ typedef struct SgemmShapes {
         int lib;
         double seconds[SGEMM_LIBS]; /* each library's best time on it; 0: not timed */
         bool kept;                  /* timed with B kept packed */
-        double beside;              /* timed beside a second thread's product: the share of the
-                                     * timed calls' wall time it computed; 0: alone */
+        bool timed_beside;          /* timed beside a second thread's product */
+        double beside;              /* the share of the timed calls' wall time that thread
+                                     * computed (0 where it was given no core meanwhile) */
     } e[SHAPE_MAX];
 } SgemmShapes;
 int sgemm_shapes_find(const SgemmShapes *t, SgemmShape s);

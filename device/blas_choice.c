@@ -498,7 +498,8 @@ static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, 
         pthread_mutex_unlock(&probe_lock);
     }
     bool ran_kept = false;
-    double ran_beside = w ? (timed_wall > 0 ? beside_cpu / timed_wall : 1e-9) : 0;
+    /* under load the second thread may get no core while the calls are timed: 0 */
+    double ran_beside = w && timed_wall > 0 ? beside_cpu / timed_wall : 0;
     for (int j = 0; j < 2; j++)
         ran_kept = ran_kept || run[cand[j]].x || run[cand[j]].p;
     if (w) {
@@ -517,8 +518,10 @@ static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, 
     if (lib < 0) {
         int at = shapes.n;
         lib = sgemm_shapes_add(&shapes, s, trials[t].best, ran_kept);
-        if (shapes.n > at)
+        if (shapes.n > at) {
+            shapes.e[at].timed_beside = w != NULL;
             shapes.e[at].beside = ran_beside;
+        }
         snprintf(verdict, sizeof verdict, "%s", probe_verdict);
         small_clause(lib_index(atomic_load(&chosen)), 1);
         shapes_clause();

@@ -97,6 +97,7 @@ int sgemm_shapes_add(SgemmShapes *t, SgemmShape s, const double seconds[SGEMM_LI
     t->e[t->n].lib = win;
     memcpy(t->e[t->n].seconds, seconds, sizeof t->e[t->n].seconds);
     t->e[t->n].kept = kept;
+    t->e[t->n].timed_beside = false;
     t->e[t->n].beside = 0;
     t->n++;
     return win;
@@ -135,7 +136,7 @@ void sgemm_shapes_note(const SgemmShapes *t, char *buf, size_t len)
                 sep = " ";
             }
         append(buf, len, "%s", t->e[i].kept ? "; B kept" : "");
-        if (t->e[i].beside > 0)
+        if (t->e[i].timed_beside)
             append(buf, len, "; beside a second %.2f of the time", t->e[i].beside);
         append(buf, len, ")");
     }
