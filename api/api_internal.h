@@ -120,6 +120,9 @@ char *api_read_file_big(const char *path, size_t *len, IrDiag *d);
 /* fsync the directory `dir` (its entries: a rename into it is on the disk
  * once this returns true); false with errno set. */
 bool api_sync_dir(const char *dir);
+/* syncfs() of the file system holding `dir`: every file written there is
+ * on the disk once this returns true; false with errno set. */
+bool api_sync_fs(const char *dir);
 /* The directory holding `path` ("a/b/" and "a/b": "a"; "b": "."; "/b":
  * "/") into out (cap bytes); false (ENAMETOOLONG) when it does not fit. */
 bool api_parent(const char *path, char *out, size_t cap);

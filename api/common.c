@@ -356,16 +356,27 @@ static bool write_all(int fd, const char *text, size_t n)
     return true;
 }
 
-bool api_sync_dir(const char *dir)
+/* fsync (or syncfs, `whole`) through an fd of dir; false with errno set. */
+static bool sync_through(const char *dir, bool whole)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return false;
-    bool ok = fsync(fd) == 0;
+    bool ok = (whole ? syncfs(fd) : fsync(fd)) == 0;
     int err = errno;
     close(fd);
     errno = err;
     return ok;
+}
+
+bool api_sync_dir(const char *dir)
+{
+    return sync_through(dir, false);
+}
+
+bool api_sync_fs(const char *dir)
+{
+    return sync_through(dir, true);
 }
 
 bool api_parent(const char *path, char *out, size_t cap)

@@ -505,20 +505,6 @@ static char *manifest_text(const TsOutputs *o, const Set *s)
     return r;
 }
 
-/* syncfs() of the file system holding dir: every file written there is
- * on the disk (the set's temporaries, at once). */
-static bool sync_fs(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    bool ok = syncfs(fd) == 0;
-    int err = errno;
-    close(fd);
-    errno = err;
-    return ok;
-}
-
 /* Write the manifest text to a temporary; *tmp its path. */
 static IrStatus write_manifest(const char *dir, const char *text, char **tmp, IrDiag *d)
 {
@@ -773,7 +759,7 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
      * syncfs() for the set: an fsync() each commits the file system's
      * journal each time (5.6 ms a file on this project's machines: 0.4 s
      * for 64 outputs; 65,536 outputs are 4.5 s of writing out either way) */
-    if (st == IR_OK && !sync_fs(od->dir))
+    if (st == IR_OK && !api_sync_fs(od->dir))
         st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0}, "cannot sync the outputs to the disk: %s",
                       strerror(errno));
     /* The last moment to give up with DIR as it was: after the first
