@@ -13,6 +13,11 @@
     gen.py deep L B D OUT           a deep tanh MLP (L layers of D x D, x[B,D]
                                     split over 2 devices) with that loss: the
                                     step of the `train-remat` benchmark
+    gen.py diamonds L B D OUT       a chain of L diamonds with that loss: each
+                                    layer's input h[B,D] (split over 2 devices)
+                                    read 4 ways, tanh(h * w_k) with w_k f32[D],
+                                    and the 4 joined by adds: the memory fit's
+                                    walks over many paths (tests/e2e/memfit.sh)
     gen.py allreduce N OUT          an explicit all-reduce over 2 partitions
                                     of a replicated f32[N]
     gen.py allgather N OUT          a per-device program (`tessel run --spmd`)
@@ -185,6 +190,32 @@ def deep(layers, b, d):
     return "\n".join(out)
 
 
+def diamonds(layers, b, d):
+    """A chain of diamonds: h_{l+1} = (a0 + a1) + (a2 + a3), a_k = tanh(h_l *
+    broadcast(w_lk)), loss sum(h_L^2)/2, the batch h0[b,d] split over 2
+    devices, the weights w_lk f32[d] replicated. Every value is read four
+    ways and joined again: the paths down k layers are 4^k."""
+    out = ["HloModule diamonds, num_partitions=2", "", "add {", "  a = f32[] parameter(0)",
+           "  b = f32[] parameter(1)", "  ROOT s = f32[] add(a, b)", "}", "", "ENTRY main {",
+           "  h0 = f32[%d,%d] parameter(0), sharding={devices=[2,1]0,1}" % (b, d)]
+    bd = "f32[%d,%d]" % (b, d)
+    for l in range(layers):
+        for k in range(4):
+            out.append("  w%d_%d = f32[%d] parameter(%d), sharding={replicated}" % (l, k, d, 1 + 4 * l + k))
+    for l in range(layers):
+        for k in range(4):
+            out.append("  b%d_%d = %s broadcast(w%d_%d), dimensions={1}" % (l, k, bd, l, k))
+            out.append("  m%d_%d = %s multiply(h%d, b%d_%d)" % (l, k, bd, l, l, k))
+            out.append("  a%d_%d = %s tanh(m%d_%d)" % (l, k, bd, l, k))
+        out.append("  s%d_0 = %s add(a%d_0, a%d_1)" % (l, bd, l, l))
+        out.append("  s%d_1 = %s add(a%d_2, a%d_3)" % (l, bd, l, l))
+        out.append("  h%d = %s add(s%d_0, s%d_1)" % (l + 1, bd, l, l))
+    out += ["  sq = %s multiply(h%d, h%d)" % (bd, layers, layers), "  z = f32[] constant(0)",
+            "  s = f32[] reduce(sq, z), dimensions={0,1}, to_apply=add", "  half = f32[] constant(0.5)",
+            "  ROOT l = f32[] multiply(s, half)", "}", ""]
+    return "\n".join(out)
+
+
 def mlp_layers(layers, n, f):
     bb, d = 8, 64
     out = ["HloModule mlp_layers, num_partitions=%d" % n, "", "ENTRY main {",
@@ -344,7 +375,7 @@ ENTRY main {
 
 
 def main(argv):
-    kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "train": (train, 3), "deep": (deep, 3), "allreduce": (allreduce, 1),
+    kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "train": (train, 3), "deep": (deep, 3), "diamonds": (diamonds, 3), "allreduce": (allreduce, 1),
              "memory": (memory, 1), "elementwise": (elementwise, 1), "mlp_layers": (mlp_layers, 3), "softmax": (softmax, 2),
              "layernorm": (layernorm, 2),
              "allgather": (lambda n: spmd_collective("allgather", n), 1),

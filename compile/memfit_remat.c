@@ -21,6 +21,11 @@
  *               recomputed there (the same rule, up to MAX_CHAIN deep),
  *               or kept alive to it (keepable: a collective's result,
  *               which cannot run twice, or a value MAX_CHAIN down);
+ *               A value two of the copies read is copied for each (each
+ *               reader's own, which the run fuses into it where it can);
+ *               a value whose copies would pass MAX_COPIES so is no
+ *               candidate (a chain of diamonds, each layer's input read
+ *               four ways and joined again, has 4^k paths down k layers);
  *   choice      cheapest first: (FLOPs + elements of the copies) per
  *               byte saved at P (the value less the parameters and kept
  *               values whose lives the copy extends across P); the first of the
@@ -47,6 +52,7 @@
 #define MAX_CHAIN 64 /* operands recomputed with a value, levels deep (a chain
                       * back to a checkpoint over many layers) */
 #define MAX_TRIES 24 /* candidates tried per step, cheapest first */
+#define MAX_COPIES (1 << 14) /* copies one recomputation may make (below) */
 
 int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins)
 {
@@ -146,7 +152,7 @@ typedef struct Cand {
     int32_t pos;
 } Cand;
 
-/* Answers of one recursive walk (reachable, kept_bytes, cost_at) per
+/* Answers of one recursive walk (reachable, kept_bytes, cost_at, copies_at) per
  * (node, depth) for one query: they depend on nothing else while the
  * query's copy position stays, and the walks go down every path of a DAG
  * of operands: without them a 12-layer attention stack's fit (each layer's
@@ -160,7 +166,7 @@ typedef struct Memo {
     uint32_t gen;
 } Memo;
 
-enum { MEMO_REACH, MEMO_KEPT, MEMO_COST, NMEMO };
+enum { MEMO_REACH, MEMO_KEPT, MEMO_COST, MEMO_COUNT, NMEMO };
 
 typedef struct Remat {
     MfGraph *g;
@@ -309,6 +315,26 @@ static double cost_at(const Remat *r, int32_t o, int32_t u, int depth)
     double c = (double)mf_flops(r->g->m, r->g->c, ins) + (double)(e > 0 ? e : 0);
     for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
         c += cost_at(r, r->g->node[o].opnd[j], u, depth + 1);
+    memo_put(m, o, depth, c);
+    return c;
+}
+
+/* The copies a recomputation of o before u makes (0 when o is read as
+ * is), counted no further than past MAX_COPIES: one per path down to
+ * each value copied (copy_for). A 6-layer chain of diamonds at 0.3 of
+ * its peak made 4 million for one candidate, and its fit took 157 s; with
+ * no candidate past MAX_COPIES, 0.2 s, the same plan. */
+static double copies_at(const Remat *r, int32_t o, int32_t u, int depth)
+{
+    if (depth > 0 && read_as_is(r, o, u, depth))
+        return 0;
+    double v;
+    Memo *m = (Memo *)&r->memo[MEMO_COUNT];
+    if (memo_get(m, o, depth, &v))
+        return v;
+    double c = 1;
+    for (int32_t j = 0; j < r->g->node[o].nopnd && c <= MAX_COPIES; j++)
+        c += copies_at(r, r->g->node[o].opnd[j], u, depth + 1);
     memo_put(m, o, depth, c);
     return c;
 }
@@ -465,7 +491,7 @@ static int32_t candidates(Remat *r, int32_t at, Cand **out)
             else if (ok)
                 saved -= kept_bytes(r, o, u, at, 1);
         }
-        if (!ok || saved <= 0)
+        if (!ok || saved <= 0 || copies_at(r, v, u, 0) > MAX_COPIES)
             continue;
         c[n++] = (Cand){v, cost_at(r, v, u, 0) / (double)saved, k};
     }

@@ -27,7 +27,8 @@
 # devices with its replicated parameters donated. And two instructions
 # computing the same value merged (tests/models/memfit/merge_same.hlo).
 # And an attention step fitted from the dots checkpoint
-# (tests/models/memfit/attn_ln_sgd.hlo).
+# (tests/models/memfit/attn_ln_sgd.hlo). And a chain of diamonds fitted in
+# seconds (bench/gen.py diamonds).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -257,6 +258,32 @@ done
 m=$(sed -n 's/.*memory per rank: measured peak largest \([0-9]*\) bytes.*/\1/p' "$ERR")
 [ -n "$m" ] && [ "$m" -le "$dlim2" ] || fail "mpirun -np 2 deep at P/2: a rank's measured peak '$m' over $dlim2"
 same_bits "$WORK/dplain2" "$WORK/dmpi2" "mpirun -np 2, deep at P/2"
+
+# ---- a chain of diamonds (bench/gen.py diamonds 6 64 64: each layer's
+# input read four ways, tanh(h * w_k), and joined again by adds; the batch
+# split over 2 devices), its SGD step at 0.3 of its peak: a recomputation
+# copies its operands path by path, 4^k copies down k layers (4 million
+# for one candidate here, the fit took 157 s); a value whose copies would
+# pass 16384 is no candidate (0.2 s). The timeout catches only that. The fitted
+# step is measured under the limit, its outputs the unlimited run's bit
+# for bit and a step by hand in NumPy's within tolerance
+# (tests/e2e/memfit_diamonds.py). ----
+"$PY" "$TESSEL_SRC/bench/gen.py" diamonds 6 64 64 "$WORK/dia.hlo" >/dev/null
+wrt=$("$PY" -c 'print(",".join("w%d_%d" % (l, k) for l in range(6) for k in range(4)))')
+expect_status 0 "$TESSEL" grad "$WORK/dia.hlo" --wrt "$wrt" --sgd 1e-3 -o "$WORK/diastep.hlo"
+expect_status 0 "$TESSEL" plan "$WORK/diastep.hlo" --format json -o "$WORK/dianat.json"
+dialim=$(($(plan_field "$WORK/dianat.json" peak_bytes_per_device) * 3 / 10))
+expect_status 0 timeout 60 "$TESSEL" compile "$WORK/diastep.hlo" --limit memory=$dialim -o "$WORK/dia.plan"
+mkdir "$WORK/diain"
+"$PY" "$TESSEL_SRC/tests/e2e/memfit_diamonds.py" inputs "$WORK/diain" 6 64 64
+diain=()
+for i in $(seq 0 24); do diain+=(--input "$i=$WORK/diain/p$i.npy"); done
+expect_status 0 "$TESSEL" run "$WORK/diastep.hlo" "${diain[@]}" --output-dir "$WORK/dia.plain"
+expect_status 0 "$TESSEL" run "$WORK/dia.plan" "${diain[@]}" --stats --output-dir "$WORK/dia.fit"
+within_limit "$ERR" 2 "$dialim" || fail "diamonds: a measured peak over 0.3 P = $dialim: $(grep 'memory per' "$ERR")"
+same_bits "$WORK/dia.plain" "$WORK/dia.fit" "diamonds at 0.3 P"
+"$PY" "$TESSEL_SRC/tests/e2e/memfit_diamonds.py" check "$WORK/diain" "$WORK/dia.fit" 6 1e-3 ||
+    fail "diamonds at 0.3 P: the outputs differ from the step by hand"
 
 # ---- a conv net whose relus are calls (as JAX outlines jax.nn.relu):
 # four 3x3 convolutions of 8 channels over x[8,16,16,3], its batch split;
