@@ -4,7 +4,9 @@
  * estimated peak per device is over the limit is first reordered to
  * lower its peak (memfit_schedule.c), then values are recomputed near
  * their late uses instead of being kept (memfit_remat.c), as XLA's
- * memory-minimising schedulers and HloRematerialization do. The result
+ * memory-minimising schedulers and HloRematerialization do; once an
+ * order fits, the copies it no longer needs are dropped
+ * (memfit_prune.c). The result
  * is written back into the module in its new order, marked
  * is_scheduled=true so that the executor runs that order (device/exec.c);
  * each recomputation is a copy of its instruction named NAME.remat with
@@ -596,6 +598,10 @@ static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, boo
     int fits = ordered ? estimate_fits(v, g, &peak, &at) : -1;
     if (fits == 0 && (!mf_remat(g, estimate_fits, v) || !mf_sink_writers(g, estimate_fits, v) ||
                       (fits = estimate_fits(v, g, &peak, &at)) < 0))
+        return false;
+    /* fitted: the recomputations it no longer needs dropped (v->last then
+     * the estimate of what is kept) */
+    if (fits > 0 && (!mf_prune(g, estimate_fits, v) || (fits = estimate_fits(v, g, &peak, &at)) < 0))
         return false;
     return fits >= 0;
 }
