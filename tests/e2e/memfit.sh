@@ -516,6 +516,18 @@ expect_status 0 "$TESSEL" run "$A" --num-partitions 2 --random-inputs 4 --steps 
     --output-dir "$WORK/attn.fit"
 within_limit "$ERR" 2 54476 || fail "attention: measured peaks over 54476: $(grep 'memory per' "$ERR")"
 same_bits "$WORK/attn.plain" "$WORK/attn.fit" "attention fitted to P/2"
+# Where the checkpoint splits (memfit_ckpt.c): at the peak of the given
+# order. The SGD step of tests/models/grad/convnet.hlo (every parameter
+# trained; P 10120) fits 7300 bytes (0.72 P) from it; split after the
+# loss's cone (where the backward starts) it went no lower than 7776.
+expect_status 0 "$TESSEL" grad "$TESSEL_SRC/tests/models/grad/convnet.hlo" --sgd 0.01 -o "$WORK/cnstep.hlo"
+expect_status 0 "$TESSEL" compile "$WORK/cnstep.hlo" --limit memory=7300 -o "$WORK/cnstep.plan"
+expect_status 0 "$TESSEL" run "$WORK/cnstep.hlo" --random-inputs 2 --output-dir "$WORK/cn.plain"
+expect_status 0 "$TESSEL" run "$WORK/cnstep.plan" --random-inputs 2 --stats --output-dir "$WORK/cn.fit"
+within_limit "$ERR" 1 7300 || fail "conv net step at 7300: measured over it: $(grep 'memory per' "$ERR")"
+same_bits "$WORK/cn.plain" "$WORK/cn.fit" "conv net step at 7300"
+expect_status 0 "$TESSEL" run "$WORK/cnstep.hlo" --reference --random-inputs 2 --output-dir "$WORK/cn.ref"
+same_outputs "$WORK/cn.ref" "$WORK/cn.fit" "conv net step at 7300 against the reference"
 # ---- fitted at the estimate, the run under it: the estimate is never
 # under what the run holds (issue 32) ----
 # copied_momentum.hlo: the parameter's update reads the new velocity (an
