@@ -263,6 +263,28 @@ bool mf_mark(IrArena *ar, IrAttrs *a, const char *key, const char *value)
     return kv[n].value != NULL;
 }
 
+bool mf_redirect(MfGraph *g, int32_t from, int32_t old, int32_t nw, int32_t *undo_node, int32_t **undo_opnd,
+                 int32_t *nundo)
+{
+    for (int32_t k = from; k < g->nseq; k++) {
+        MfNode *x = &g->node[g->seq[k]];
+        bool reads = false;
+        for (int32_t j = 0; j < x->nopnd; j++)
+            reads = reads || x->opnd[j] == old;
+        if (!reads)
+            continue;
+        int32_t *no = ir_alloc_array(g->arena, (size_t)x->nopnd, sizeof *no);
+        if (!no)
+            return false;
+        for (int32_t j = 0; j < x->nopnd; j++)
+            no[j] = x->opnd[j] == old ? nw : x->opnd[j];
+        undo_node[*nundo] = g->seq[k];
+        undo_opnd[(*nundo)++] = x->opnd;
+        x->opnd = no;
+    }
+    return true;
+}
+
 /* The instructions of a computation of ninstr written from g: list[k]
  * the node at place k (seq, then the instructions that do not run, in
  * their own order: the stable topological order then lists seq first,

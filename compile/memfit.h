@@ -79,6 +79,13 @@ bool mf_sequenced(IrOpcode op);
 /* Frontend attributes `a` replaced by a copy (in ar) with key=value set;
  * false when out of memory. */
 bool mf_mark(IrArena *ar, IrAttrs *a, const char *key, const char *value);
+/* Every node of g->seq from position `from` on that reads node `old`
+ * reads `nw` instead (its operands replaced by a new array in g's arena,
+ * never edited in place); each node changed and its former operands are
+ * appended to undo_node and undo_opnd (*nundo counts them; room for
+ * g->nseq). false when out of memory. */
+bool mf_redirect(MfGraph *g, int32_t from, int32_t old, int32_t nw, int32_t *undo_node, int32_t **undo_opnd,
+                 int32_t *nundo);
 /* g's profile (pos/last may be NULL); false when out of memory. */
 bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
 

@@ -88,23 +88,8 @@ static bool drop(Prune *p, int32_t x, int32_t o)
     memcpy(p->seq0, g->seq, (size_t)g->nseq * sizeof *g->seq);
     p->nseq0 = g->nseq;
     p->nundo = 0;
-    for (int32_t k = 0; k < g->nseq; k++) {
-        int32_t v = g->seq[k];
-        MfNode *u = &g->node[v];
-        bool reads = false;
-        for (int32_t j = 0; j < u->nopnd; j++)
-            reads = reads || u->opnd[j] == x;
-        if (!reads)
-            continue;
-        int32_t *no = ir_alloc_array(g->arena, (size_t)u->nopnd, sizeof *no);
-        if (!no)
-            return false;
-        for (int32_t j = 0; j < u->nopnd; j++)
-            no[j] = u->opnd[j] == x ? o : u->opnd[j];
-        p->undo_node[p->nundo] = v;
-        p->undo_opnd[p->nundo++] = u->opnd;
-        u->opnd = no;
-    }
+    if (!mf_redirect(g, 0, x, o, p->undo_node, p->undo_opnd, &p->nundo))
+        return false;
     memset(p->gone, 0, (size_t)g->nnode);
     int32_t sp = 0;
     p->gone[x] = 1;

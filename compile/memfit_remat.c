@@ -414,22 +414,8 @@ static bool apply(Remat *r, int32_t v)
     if (nv < 0 || !room(r, 0))
         return false;
     /* Every later user reads the copy. */
-    for (int32_t k = u; k < g->nseq; k++) {
-        MfNode *x = &g->node[g->seq[k]];
-        bool uses = false;
-        for (int32_t j = 0; j < x->nopnd; j++)
-            uses = uses || x->opnd[j] == v;
-        if (!uses)
-            continue;
-        int32_t *no = ir_alloc_array(g->arena, (size_t)x->nopnd, sizeof *no);
-        if (!no)
-            return false;
-        for (int32_t j = 0; j < x->nopnd; j++)
-            no[j] = x->opnd[j] == v ? nv : x->opnd[j];
-        r->undo_node[r->nundo] = g->seq[k];
-        r->undo_opnd[r->nundo++] = x->opnd;
-        x->opnd = no;
-    }
+    if (!mf_redirect(g, u, v, nv, r->undo_node, r->undo_opnd, &r->nundo))
+        return false;
     memmove(g->seq + u + r->nins, g->seq + u, (size_t)(g->nseq - u) * sizeof *g->seq);
     memcpy(g->seq + u, r->ins, (size_t)r->nins * sizeof *g->seq);
     g->nseq += r->nins;
