@@ -25,6 +25,8 @@
  *                      before a fit that failed searches again
  *   memfit_ckpt.c      the dots checkpoint: the copies `tessel grad --remat
  *                      dots` would make, the last start of a failed fit
+ *   memfit_prune.c     a fitted order's recomputations it no longer needs,
+ *                      dropped
  *
  * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),

@@ -4,7 +4,9 @@
  * estimated peak per device is over the limit is first reordered to
  * lower its peak (memfit_schedule.c), then values are recomputed near
  * their late uses instead of being kept (memfit_remat.c), as XLA's
- * memory-minimising schedulers and HloRematerialization do. The result
+ * memory-minimising schedulers and HloRematerialization do; once an
+ * order fits, the copies it no longer needs are dropped
+ * (memfit_prune.c). The result
  * is written back into the module in its new order, marked
  * is_scheduled=true so that the executor runs that order (device/exec.c);
  * each recomputation is a copy of its instruction named NAME.remat with
@@ -259,6 +261,28 @@ bool mf_mark(IrArena *ar, IrAttrs *a, const char *key, const char *value)
     a->frontend = kv;
     a->nfrontend = n + 1;
     return kv[n].value != NULL;
+}
+
+bool mf_redirect(MfGraph *g, int32_t from, int32_t old, int32_t nw, int32_t *undo_node, int32_t **undo_opnd,
+                 int32_t *nundo)
+{
+    for (int32_t k = from; k < g->nseq; k++) {
+        MfNode *x = &g->node[g->seq[k]];
+        bool reads = false;
+        for (int32_t j = 0; j < x->nopnd; j++)
+            reads = reads || x->opnd[j] == old;
+        if (!reads)
+            continue;
+        int32_t *no = ir_alloc_array(g->arena, (size_t)x->nopnd, sizeof *no);
+        if (!no)
+            return false;
+        for (int32_t j = 0; j < x->nopnd; j++)
+            no[j] = x->opnd[j] == old ? nw : x->opnd[j];
+        undo_node[*nundo] = g->seq[k];
+        undo_opnd[(*nundo)++] = x->opnd;
+        x->opnd = no;
+    }
+    return true;
 }
 
 /* The instructions of a computation of ninstr written from g: list[k]
@@ -596,6 +620,10 @@ static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, boo
     int fits = ordered ? estimate_fits(v, g, &peak, &at) : -1;
     if (fits == 0 && (!mf_remat(g, estimate_fits, v) || !mf_sink_writers(g, estimate_fits, v) ||
                       (fits = estimate_fits(v, g, &peak, &at)) < 0))
+        return false;
+    /* fitted: the recomputations it no longer needs dropped (v->last then
+     * the estimate of what is kept) */
+    if (fits > 0 && (!mf_prune(g, estimate_fits, v) || (fits = estimate_fits(v, g, &peak, &at)) < 0))
         return false;
     return fits >= 0;
 }

@@ -55,6 +55,11 @@ typedef struct MfProfile {
     int32_t at, npeak;
 } MfProfile;
 
+/* Does an order of g fit the limit (by the plan's own estimate)?
+ * fits(ctx, g, &peak, &at): 1 fits, 0 not, -1 out of memory; peak gets
+ * the estimate, at the position in g->seq of its peak (-1 none). */
+typedef int (*MfFits)(void *ctx, const MfGraph *g, int64_t *peak, int32_t *at);
+
 /* ---- memfit.c ---- */
 
 /* The bytes a value of ins holds in the plan's estimate (its array
@@ -74,6 +79,13 @@ bool mf_sequenced(IrOpcode op);
 /* Frontend attributes `a` replaced by a copy (in ar) with key=value set;
  * false when out of memory. */
 bool mf_mark(IrArena *ar, IrAttrs *a, const char *key, const char *value);
+/* Every node of g->seq from position `from` on that reads node `old`
+ * reads `nw` instead (its operands replaced by a new array in g's arena,
+ * never edited in place); each node changed and its former operands are
+ * appended to undo_node and undo_opnd (*nundo counts them; room for
+ * g->nseq). false when out of memory. */
+bool mf_redirect(MfGraph *g, int32_t from, int32_t old, int32_t nw, int32_t *undo_node, int32_t **undo_opnd,
+                 int32_t *nundo);
 /* g's profile (pos/last may be NULL); false when out of memory. */
 bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
 
@@ -152,9 +164,17 @@ int32_t mf_merge_same(IrModule *m, IrComputation *c);
  * when out of memory (g unchanged). */
 bool mf_schedule(MfGraph *g, int32_t variant);
 
+/* ---- memfit_prune.c ---- */
+
+/* g fitting the limit (fits(ctx, g) is 1): each recomputation, most
+ * FLOPs first, dropped (its readers read the value it recomputes, which
+ * runs before them; the copies then read by nothing dropped too) when the
+ * order still fits. false when out of memory (g as it was or pruned). */
+bool mf_prune(MfGraph *g, MfFits fits, void *ctx);
+
 /* ---- memfit_remat.c ---- */
 
-/* Recompute values of g until it fits (fits(ctx, g), below) or nothing
+/* Recompute values of g until it fits (fits(ctx, g)) or nothing
  * more helps: a value live across the peak and not used there is
  * computed again just before its first later use, which then reads the
  * copy; cheapest recomputation per byte saved first (FLOPs, as XLA's cost
@@ -169,9 +189,6 @@ bool mf_schedule(MfGraph *g, int32_t variant);
  * live. Where nothing lowers the model's peak, the values across the
  * estimate's own peak (fits' `at`) are tried, each kept when the
  * estimate falls. false when out of memory. */
-/* fits(ctx, g, &peak, &at): 1 fits, 0 not, -1 out of memory; peak gets
- * the estimate, at the position in g->seq of its peak (-1 none). */
-typedef int (*MfFits)(void *ctx, const MfGraph *g, int64_t *peak, int32_t *at);
 bool mf_remat(MfGraph *g, MfFits fits, void *ctx);
 /* After recomputation (memfit_schedule.c): a donated parameter that a
  * copy still reads after its update wrote the output (the run then keeps

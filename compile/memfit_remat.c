@@ -21,9 +21,11 @@
  *               recomputed there (the same rule, up to MAX_CHAIN deep),
  *               or kept alive to it (keepable: a collective's result,
  *               which cannot run twice, or a value MAX_CHAIN down);
- *   copies      path by path: an operand two copies read is copied for
- *               each, but where that makes more than MAX_COPIES, value
- *               by value (one copy each, shared by its readers);
+ *               A value two of the copies read is copied for each (each
+ *               reader's own, which the run fuses into it where it can);
+ *               a value whose copies would pass MAX_COPIES so is no
+ *               candidate (a chain of diamonds, each layer's input read
+ *               four ways and joined again, has 4^k paths down k layers);
  *   choice      cheapest first: (FLOPs + elements of the copies) per
  *               byte saved at P (the value less the parameters and kept
  *               values whose lives the copy extends across P); the first of the
@@ -50,7 +52,7 @@
 #define MAX_CHAIN 64 /* operands recomputed with a value, levels deep (a chain
                       * back to a checkpoint over many layers) */
 #define MAX_TRIES 24 /* candidates tried per step, cheapest first */
-#define MAX_COPIES (1 << 14) /* copies of one recomputation made path by path (below) */
+#define MAX_COPIES (1 << 14) /* copies one recomputation may make (below) */
 
 int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins)
 {
@@ -148,7 +150,6 @@ typedef struct Cand {
     int32_t node;
     double price;  /* cost per byte saved */
     int32_t pos;
-    bool shared;   /* its copies made value by value (Query), not path by path */
 } Cand;
 
 /* Answers of one recursive walk (reachable, kept_bytes, cost_at, copies_at) per
@@ -167,32 +168,9 @@ typedef struct Memo {
 
 enum { MEMO_REACH, MEMO_KEPT, MEMO_COST, MEMO_COUNT, NMEMO };
 
-/* A recomputation copies its operands path by path: a value two of the
- * copies read is copied for each (each reader's own copy, which the run
- * fuses into it where it can: a broadcast, an elementwise op). Where that
- * would make more than MAX_COPIES copies, each value is copied once and
- * shared by its readers instead: a value read by four others that join
- * again, layer after layer (a chain of diamonds), has 4^k paths down k
- * layers; a 6-layer chain at 0.3 of its peak made 4 million copies for
- * one candidate, its fit took 157 s (0.12 s shared). The decisions of
- * such a shared copy are made once per value, at its first visit
- * (depth first, operands in order): stamp[x] == gen marks one of the
- * current query (state[x]), seen[x] == gen a value tally counted, copy[x]
- * its copy once made (-1: none yet). */
-typedef struct Query {
-    uint32_t *stamp, *seen;
-    uint8_t *state;   /* Q_AS_IS, Q_COPY, Q_NO */
-    int32_t *copy;
-    int64_t cap;      /* entries of each */
-    uint32_t gen;
-} Query;
-
-enum { Q_AS_IS = 1, Q_COPY, Q_NO };
-
 typedef struct Remat {
     MfGraph *g;
     Memo memo[NMEMO];               /* the walks' answers for the current query */
-    Query q;                        /* a shared copy's decisions */
     int32_t cap;                    /* entries of pos, last, next */
     int32_t *pos, *last, *next;     /* next: first use after the peak (-1) */
     int32_t *ins;                   /* copies to insert, in order */
@@ -341,8 +319,11 @@ static double cost_at(const Remat *r, int32_t o, int32_t u, int depth)
     return c;
 }
 
-/* The copies of o that a recomputation before u makes path by path (0
- * when o is read as is), counted no further than past MAX_COPIES. */
+/* The copies a recomputation of o before u makes (0 when o is read as
+ * is), counted no further than past MAX_COPIES: one per path down to
+ * each value copied (copy_for). A 6-layer chain of diamonds at 0.3 of
+ * its peak made 4 million for one candidate, and its fit took 157 s; with
+ * no candidate past MAX_COPIES, 0.2 s, the same plan. */
 static double copies_at(const Remat *r, int32_t o, int32_t u, int depth)
 {
     if (depth > 0 && read_as_is(r, o, u, depth))
@@ -356,99 +337,6 @@ static double copies_at(const Remat *r, int32_t o, int32_t u, int depth)
         c += copies_at(r, r->g->node[o].opnd[j], u, depth + 1);
     memo_put(m, o, depth, c);
     return c;
-}
-
-/* A new query for a shared copy over nnode nodes: the decisions so far
- * forgotten. false when out of memory. */
-static bool query_begin(Query *q, int32_t nnode)
-{
-    if (nnode > q->cap) {
-        int64_t need = (int64_t)nnode * 2; /* the copies the fit adds grow the graph: room for as many again */
-        ts_free(q->stamp);
-        ts_free(q->seen);
-        ts_free(q->state);
-        ts_free(q->copy);
-        q->stamp = ts_calloc((size_t)need, sizeof *q->stamp);
-        q->seen = ts_calloc((size_t)need, sizeof *q->seen);
-        q->state = ts_malloc((size_t)need);
-        q->copy = ts_malloc((size_t)need * sizeof *q->copy);
-        if (!q->stamp || !q->seen || !q->state || !q->copy) {
-            ts_free(q->stamp);
-            ts_free(q->seen);
-            ts_free(q->state);
-            ts_free(q->copy);
-            *q = (Query){0};
-            return false;
-        }
-        q->cap = need;
-        q->gen = 0;
-    }
-    if (++q->gen == 0) { /* wrapped: every stamp is stale again */
-        memset(q->stamp, 0, (size_t)q->cap * sizeof *q->stamp);
-        memset(q->seen, 0, (size_t)q->cap * sizeof *q->seen);
-        q->gen = 1;
-    }
-    return true;
-}
-
-/* What a shared copy placed before u does with operand o, reached first
- * at `depth` levels: Q_AS_IS (read_as_is), Q_COPY (recomputed there, its
- * operands in turn) or Q_NO (it cannot be read there). */
-static int decide(Remat *r, int32_t o, int32_t u, int depth)
-{
-    Query *q = &r->q;
-    if (q->stamp[o] == q->gen)
-        return q->state[o];
-    int st = Q_COPY;
-    if (read_as_is(r, o, u, depth))
-        st = Q_AS_IS;
-    else if (depth >= MAX_CHAIN || !can_remat(r->g->m, src_of(r->g, o), 0, r->g->elements))
-        st = Q_NO;
-    for (int32_t j = 0; st == Q_COPY && j < r->g->node[o].nopnd; j++)
-        if (decide(r, r->g->node[o].opnd[j], u, depth + 1) == Q_NO)
-            st = Q_NO;
-    q->stamp[o] = q->gen;
-    q->state[o] = (uint8_t)st;
-    q->copy[o] = -1;
-    return st;
-}
-
-/* Can v be copied before u with its operands' copies shared (a new
- * query)? false when not, or out of memory (*oom). */
-static bool shared_copyable(Remat *r, int32_t v, int32_t u, bool *oom)
-{
-    *oom = !query_begin(&r->q, r->g->nnode);
-    if (*oom)
-        return false;
-    r->q.stamp[v] = r->q.gen; /* v itself is copied, whatever its uses */
-    r->q.state[v] = Q_COPY;
-    r->q.copy[v] = -1;
-    for (int32_t j = 0; j < r->g->node[v].nopnd; j++)
-        if (decide(r, r->g->node[v].opnd[j], u, 1) == Q_NO)
-            return false;
-    return true;
-}
-
-/* Over the values of the shared copy of o, each once: *cost += FLOPs +
- * elements of each copied; *kept += bytes of each read as it is that is
- * not live at `at` (the peak) now, its life extended across it (a held
- * parameter: none, the caller holds it). */
-static void tally(Remat *r, int32_t o, int32_t at, double *cost, int64_t *kept)
-{
-    Query *q = &r->q;
-    if (q->seen[o] == q->gen)
-        return;
-    q->seen[o] = q->gen;
-    if (q->state[o] == Q_AS_IS) {
-        if (!r->g->node[o].held && r->last[o] < at)
-            *kept += r->g->node[o].bytes;
-        return;
-    }
-    const IrInstr *ins = src_of(r->g, o);
-    int64_t e = ir_shape_elements(&ins->shape);
-    *cost += (double)mf_flops(r->g->m, r->g->c, ins) + (double)(e > 0 ? e : 0);
-    for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
-        tally(r, r->g->node[o].opnd[j], at, cost, kept);
 }
 
 /* *p reallocated to n elements of `size` bytes; false (p kept) on OOM. */
@@ -512,37 +400,8 @@ static int32_t copy_for(Remat *r, int32_t o, int32_t u, int depth)
     return x;
 }
 
-/* The node a shared copy reads for o (shared_copyable's decisions): o
- * itself, or o's one copy (appended to r->ins after its operands' when
- * made); -1 on OOM. */
-static int32_t shared_copy(Remat *r, int32_t o)
-{
-    MfGraph *g = r->g;
-    Query *q = &r->q;
-    if (q->state[o] == Q_AS_IS)
-        return o;
-    if (q->copy[o] >= 0)
-        return q->copy[o];
-    int32_t n = g->node[o].nopnd;
-    int32_t *opnd = ir_alloc_array(g->arena, (size_t)(n ? n : 1), sizeof *opnd);
-    if (!opnd || !room(r, 1))
-        return -1;
-    for (int32_t j = 0; j < n; j++)
-        if ((opnd[j] = shared_copy(r, g->node[o].opnd[j])) < 0)
-            return -1;
-    if (!room(r, 1))
-        return -1;
-    int32_t x = g->nnode++;
-    g->node[x] = (MfNode){.src = g->node[o].src, .nopnd = n, .opnd = opnd, .bytes = g->node[o].bytes,
-                          .clone = true};
-    r->ins[r->nins++] = x;
-    q->copy[o] = x;
-    return x;
-}
-
-/* Recompute v before its first use after the peak, its operands' copies
- * shared or not (the candidate's); false on OOM. */
-static bool apply(Remat *r, int32_t v, bool shared)
+/* Recompute v before its first use after the peak; false on OOM. */
+static bool apply(Remat *r, int32_t v)
 {
     MfGraph *g = r->g;
     int32_t u = r->next[v];
@@ -551,29 +410,12 @@ static bool apply(Remat *r, int32_t v, bool shared)
     r->nundo = 0;
     r->nins = 0;
     memcpy(r->seq0, g->seq, (size_t)g->nseq * sizeof *g->seq);
-    bool oom = false;
-    if (shared && !shared_copyable(r, v, u, &oom))
-        return !oom; /* (it was a candidate: nothing copied, which the caller undoes) */
-    int32_t nv = shared ? shared_copy(r, v) : copy_for(r, v, u, 0);
+    int32_t nv = copy_for(r, v, u, 0);
     if (nv < 0 || !room(r, 0))
         return false;
     /* Every later user reads the copy. */
-    for (int32_t k = u; k < g->nseq; k++) {
-        MfNode *x = &g->node[g->seq[k]];
-        bool uses = false;
-        for (int32_t j = 0; j < x->nopnd; j++)
-            uses = uses || x->opnd[j] == v;
-        if (!uses)
-            continue;
-        int32_t *no = ir_alloc_array(g->arena, (size_t)x->nopnd, sizeof *no);
-        if (!no)
-            return false;
-        for (int32_t j = 0; j < x->nopnd; j++)
-            no[j] = x->opnd[j] == v ? nv : x->opnd[j];
-        r->undo_node[r->nundo] = g->seq[k];
-        r->undo_opnd[r->nundo++] = x->opnd;
-        x->opnd = no;
-    }
+    if (!mf_redirect(g, u, v, nv, r->undo_node, r->undo_opnd, &r->nundo))
+        return false;
     memmove(g->seq + u + r->nins, g->seq + u, (size_t)(g->nseq - u) * sizeof *g->seq);
     memcpy(g->seq + u, r->ins, (size_t)r->nins * sizeof *g->seq);
     g->nseq += r->nins;
@@ -635,23 +477,9 @@ static int32_t candidates(Remat *r, int32_t at, Cand **out)
             else if (ok)
                 saved -= kept_bytes(r, o, u, at, 1);
         }
-        if (!ok)
+        if (!ok || saved <= 0 || copies_at(r, v, u, 0) > MAX_COPIES)
             continue;
-        bool shared = copies_at(r, v, u, 0) > MAX_COPIES, oom = false;
-        double cost = shared ? 0 : cost_at(r, v, u, 0);
-        if (shared && shared_copyable(r, v, u, &oom)) {
-            int64_t kept = 0;
-            tally(r, v, at, &cost, &kept);
-            saved = g->node[v].bytes - kept;
-        } else if (shared) {
-            if (!oom)
-                continue;
-            ts_free(c);
-            return -1;
-        }
-        if (saved <= 0)
-            continue;
-        c[n++] = (Cand){v, cost / (double)saved, k, shared};
+        c[n++] = (Cand){v, cost_at(r, v, u, 0) / (double)saved, k};
     }
     qsort(c, (size_t)n, sizeof *c, by_price);
     *out = c;
@@ -673,7 +501,7 @@ static bool step_at(Remat *r, int32_t at, const MfProfile *pr, bool by_estimate,
         /* (undo restores what pos, last and next describe; the model's
          * profile is not needed where the estimate decides) */
         MfProfile np;
-        ok = apply(r, c[i].node, c[i].shared) && (by_estimate || mf_profile(r->g, &np, NULL, NULL));
+        ok = apply(r, c[i].node) && (by_estimate || mf_profile(r->g, &np, NULL, NULL));
         if (ok && by_estimate) {
             int64_t now;
             int32_t where;
@@ -724,9 +552,5 @@ bool mf_remat(MfGraph *g, MfFits fits, void *ctx)
         ts_free(r.memo[q].stamp);
         ts_free(r.memo[q].val);
     }
-    ts_free(r.q.stamp);
-    ts_free(r.q.seen);
-    ts_free(r.q.state);
-    ts_free(r.q.copy);
     return ok;
 }

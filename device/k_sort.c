@@ -173,101 +173,51 @@ typedef struct SortRun {
     IrStatus st;              /* first comparator failure */
 } SortRun;
 
-/* Instructions a lifted key may contain. */
-static bool liftable(const IrInstr *ins)
-{
-    if (ins->ncalled > 0 || ins->shape.type == IR_TUPLE || ins->shape.rank != 0 ||
-        ir_type_is_complex(ins->shape.type))
-        return false;
-    if (ins->op == OP_PARAMETER || ins->op == OP_CONSTANT)
-        return true;
-    if (ins->op == OP_BITCAST_CONVERT) /* scalars: the same bits, reinterpreted */
-        return true;
-    return ir_op_is_elementwise(ins->op) && ins->op != OP_REAL && ins->op != OP_IMAG;
-}
-
-/* Instructions the evaluator runs per comparison (on scalars, no complex). */
-static bool evaluable(const IrComputation *c, const IrInstr *ins)
-{
-    if (ins->shape.type == IR_TUPLE || ins->shape.rank != 0 || ins->ncalled > 0)
-        return false;
-    for (int32_t i = 0; i < ins->nopnd; i++) {
-        const IrShape *s = &c->instr[ins->opnd[i]].shape;
-        if (s->type == IR_TUPLE || s->rank != 0 || !ir_type_is_array(s->type) ||
-            ir_type_is_complex(s->type))
-            return false;
-    }
-    switch (ins->op) {
-    case OP_COMPARE: return ins->nopnd == 2 && ins->a.direction != CMP_NONE;
-    case OP_SELECT: return ins->nopnd == 3;
-    case OP_AND: case OP_OR: case OP_XOR: return ins->nopnd == 2 && !ir_type_is_float(ins->shape.type);
-    case OP_NOT: return ins->nopnd == 1 && !ir_type_is_float(ins->shape.type);
-    default: return false;
-    }
-}
-
-/* The analysis of one comparator: per instruction, which sides it depends
- * on (bit 1: lhs parameters, bit 2: rhs), whether the root needs it, and
- * whether a lifted key needs it. */
+/* The comparator's classification (ir_sort_keys: which instructions are
+ * mixed nodes, key leaves, lifted) with the nodes and leaves numbered:
+ * per instruction its leaf and node index (-1: none). */
 typedef struct Analysis {
     const IrComputation *c;
-    int32_t *order, *leaf_of, *node_of;
-    uint8_t *dep;
-    bool *reach, *lift;
+    IrSortKeys k;
+    int32_t *leaf_of, *node_of;
 } Analysis;
 
 static void analysis_free(Analysis *a)
 {
-    ts_free(a->order);
+    ir_sort_keys_free(&a->k);
     ts_free(a->leaf_of);
     ts_free(a->node_of);
-    ts_free(a->dep);
-    ts_free(a->reach);
-    ts_free(a->lift);
 }
 
-/* Dependencies and reachability; false (not native) or an error in *st. */
+/* The classification; false (not native) or an error in *st. */
 static bool analyse(SortRun *r, Analysis *a, IrStatus *st)
 {
     const IrComputation *c = a->c;
     int32_t n = c->ninstr;
-    if ((*st = ir_topo_order(r->k->m, c, &a->order, r->k->d)) != IR_OK)
+    if ((*st = ir_sort_keys(r->k->m, c, r->n, &a->k, r->k->d)) != IR_OK) {
+        if (*st == IR_ENOMEM)
+            *st = dev_kernel_oom(r->k, "sort");
         return false;
-    a->dep = ts_calloc((size_t)n, 1);
-    a->reach = ts_calloc((size_t)n, sizeof *a->reach);
-    a->lift = ts_calloc((size_t)n, sizeof *a->lift);
+    }
+    if (!a->k.native)
+        return false;
     a->leaf_of = ts_malloc((size_t)n * sizeof *a->leaf_of);
     a->node_of = ts_malloc((size_t)n * sizeof *a->node_of);
-    if (!a->dep || !a->reach || !a->lift || !a->leaf_of || !a->node_of) {
+    if (!a->leaf_of || !a->node_of) {
         *st = dev_kernel_oom(r->k, "sort");
         return false;
     }
-    for (int32_t j = 0; j < n; j++) {
-        int32_t i = a->order[j];
-        const IrInstr *ins = &c->instr[i];
+    for (int32_t i = 0; i < n; i++)
         a->leaf_of[i] = a->node_of[i] = -1;
-        if (ins->op == OP_PARAMETER)
-            a->dep[i] = ins->a.parameter_number % 2 == 0 ? 1 : 2;
-        for (int32_t o = 0; o < ins->nopnd; o++)
-            a->dep[i] |= a->dep[ins->opnd[o]];
-    }
-    a->reach[c->root] = true;
-    for (int32_t j = n - 1; j >= 0; j--) {
-        int32_t i = a->order[j];
-        for (int32_t o = 0; a->reach[i] && o < c->instr[i].nopnd; o++)
-            a->reach[c->instr[i].opnd[o]] = true;
-    }
     return true;
 }
 
-/* Classify the reachable instructions into nodes (mixed) and leaves (the
- * non-mixed operands of nodes), marking what the leaves need lifted. */
+/* The nodes (mixed instructions, in dependency order) and leaves (their
+ * one-side operands, numbered as first read) of the classification. */
 static bool classify(SortRun *r, Analysis *a, IrStatus *st)
 {
     const IrComputation *c = a->c;
     int32_t n = c->ninstr;
-    if (a->dep[c->root] != 3)
-        return false;
     r->leaf = ts_calloc((size_t)n, sizeof *r->leaf);
     r->node = ts_calloc((size_t)n, sizeof *r->node);
     if (!r->leaf || !r->node) {
@@ -275,12 +225,10 @@ static bool classify(SortRun *r, Analysis *a, IrStatus *st)
         return false;
     }
     for (int32_t j = 0; j < n; j++) {
-        int32_t i = a->order[j];
+        int32_t i = a->k.order[j];
         const IrInstr *ins = &c->instr[i];
-        if (!a->reach[i] || a->dep[i] != 3)
+        if (!(a->k.role[i] & IR_SORT_NODE))
             continue;
-        if (!evaluable(c, ins))
-            return false;
         Node *nd = &r->node[a->node_of[i] = r->nnode++];
         nd->op = ins->op;
         nd->t = ins->shape.type;
@@ -290,30 +238,18 @@ static bool classify(SortRun *r, Analysis *a, IrStatus *st)
         nd->nopnd = ins->nopnd;
         for (int32_t o = 0; o < ins->nopnd; o++) {
             int32_t x = ins->opnd[o];
-            if (a->dep[x] == 3) {
+            if (a->k.dep[x] == 3) {
                 nd->ref[o] = a->node_of[x];
                 continue;
             }
             if (a->leaf_of[x] < 0) {
                 Leaf *lf = &r->leaf[a->leaf_of[x] = r->nleaf++];
                 lf->instr = x;
-                lf->rhs = a->dep[x] == 2;
+                lf->rhs = a->k.dep[x] == 2;
                 lf->t = c->instr[x].shape.type;
-                if (c->instr[x].op != OP_PARAMETER)
-                    a->lift[x] = true;
             }
             nd->ref[o] = -1 - a->leaf_of[x];
         }
-    }
-    /* Close the lifted set over operands (reverse order: users first). */
-    for (int32_t j = n - 1; j >= 0; j--) {
-        int32_t i = a->order[j];
-        if (!a->lift[i])
-            continue;
-        if (!liftable(&c->instr[i]))
-            return false;
-        for (int32_t o = 0; o < c->instr[i].nopnd; o++)
-            a->lift[c->instr[i].opnd[o]] = true;
     }
     return a->node_of[c->root] == r->nnode - 1;
 }
@@ -372,7 +308,7 @@ static bool lift_root(SortRun *r, const Analysis *a, IrModule *m2, IrComputation
         return false;
     *nlifted = 0;
     for (int32_t l = 0; l < r->nleaf; l++)
-        if (a->lift[r->leaf[l].instr]) {
+        if (a->k.role[r->leaf[l].instr] & IR_SORT_LIFT) {
             ops[*nlifted] = map[r->leaf[l].instr];
             shapes[(*nlifted)++] = c2->instr[map[r->leaf[l].instr]].shape;
         }
@@ -403,9 +339,9 @@ static IrModule *lift_module(SortRun *r, const Analysis *a, int32_t *nlifted)
             goto fail;
     }
     for (int32_t j = 0; j < c->ninstr; j++) {
-        int32_t i = a->order[j];
+        int32_t i = a->k.order[j];
         const IrInstr *ins = &c->instr[i];
-        if (!a->lift[i])
+        if (!(a->k.role[i] & IR_SORT_LIFT))
             continue;
         map[i] = ins->op == OP_PARAMETER ? c2->param[ins->a.parameter_number]
                                          : lift_instr(m2, c2, ins, map, dims);
@@ -427,7 +363,7 @@ static IrStatus bind_leaves(SortRun *r, const Analysis *a)
 {
     int32_t nlifted = 0;
     for (int32_t l = 0; l < r->nleaf; l++)
-        nlifted += a->lift[r->leaf[l].instr];
+        nlifted += (a->k.role[r->leaf[l].instr] & IR_SORT_LIFT) != 0;
     if (nlifted > 0) {
         IrModule *m2 = lift_module(r, a, &nlifted);
         if (!m2)
@@ -460,7 +396,7 @@ static IrStatus bind_leaves(SortRun *r, const Analysis *a)
     for (int32_t l = 0, j = 0; l < r->nleaf; l++) {
         Leaf *lf = &r->leaf[l];
         const IrInstr *ins = &a->c->instr[lf->instr];
-        lf->src = a->lift[lf->instr] ? r->lifted->elems[j++]
+        lf->src = (a->k.role[lf->instr] & IR_SORT_LIFT) ? r->lifted->elems[j++]
                                      : r->k->opnd[ins->a.parameter_number / 2];
         if (!(lf->row = ts_malloc((size_t)(r->len > 0 ? r->len : 1) * sizeof *lf->row)))
             return dev_kernel_oom(r->k, "sort");
@@ -513,11 +449,6 @@ static IrStatus native_prepare(SortRun *r)
     const IrModule *m = r->k->m;
     const IrComputation *c = m->comp[r->k->ins->called[0]];
     r->native = false;
-    if (c->nparam != 2 * r->n || c->root < 0)
-        return IR_OK;
-    for (int32_t p = 0; p < c->nparam; p++)
-        if (c->param[p] < 0)
-            return IR_OK;
     Analysis a = {.c = c};
     IrStatus st = IR_OK;
     bool ok = analyse(r, &a, &st) && classify(r, &a, &st);

@@ -68,6 +68,9 @@
  *               runs them, the memory estimate counts only what they make
  *   causal.c    is a dot's result read only below a causal mask's diagonal
  *               (its tiles above are not computed)
+ *   sort_keys.c which instructions of a sort's comparator are per-element
+ *               keys: device/k_sort.c's native path runs on them, the memory
+ *               estimate counts them
  *   allreduce_add.c  the all-reduces that take in the add reading their
  *               result (device/exec.c runs each pair as one collective)
  *   prefault.c  a thread that faults in fresh memory ahead of its writer
@@ -1517,6 +1520,32 @@ typedef struct IrCausal IrCausal;
 IrCausal *ir_causal_new(const IrModule *m);
 bool ir_causal_dot_reads_lower(IrCausal *k, const IrComputation *c, int32_t dot);
 void ir_causal_free(IrCausal *k);
+
+/* sort_keys.c: a sort comparator's per-element keys. Roles of an
+ * instruction (bits of IrSortKeys.role): */
+enum {
+    IR_SORT_REACH = 1, /* the root needs it */
+    IR_SORT_NODE = 2,  /* mixed (depends on both sides): evaluated per comparison */
+    IR_SORT_LEAF = 4,  /* a one-side operand of a node: a key */
+    IR_SORT_LIFT = 8,  /* computed once for the whole operand (a key that is
+                        * no parameter, and what it needs) */
+};
+typedef struct IrSortKeys {
+    bool native;      /* the comparator fits the native path (else every role
+                       * but IR_SORT_REACH may be partial) */
+    int32_t n;        /* the comparator's instructions (0: not classified) */
+    int32_t *order;   /* a topological order of them (ir_topo_order) */
+    uint8_t *dep;     /* per instruction: sides it depends on (1 lhs: even
+                       * parameters, 2 rhs: odd ones, 3 both) */
+    uint8_t *role;    /* per instruction: IR_SORT_* bits */
+} IrSortKeys;
+/* The classification of comparator c of a sort of `noperands` operands
+ * (c's parameters lhs, rhs of each), as the sort kernel's native path
+ * takes it. IR_OK with out->native false when it takes the general path
+ * (out->n 0 when c's parameters do not match); the topological order's
+ * error (in d), or IR_ENOMEM (not in d). Free with ir_sort_keys_free. */
+IrStatus ir_sort_keys(const IrModule *m, const IrComputation *c, int32_t noperands, IrSortKeys *out, IrDiag *d);
+void ir_sort_keys_free(IrSortKeys *k);
 
 /* allreduce_add.c: the all-reduce + add pairs of c the executor runs as
  * one collective (the file's header says which qualify). order/norder:

@@ -428,27 +428,30 @@ static int64_t blockwise_bytes(const IrModule *m, const IrComputation *c, const 
     return general;
 }
 
-/* The peak of a sort's nested run of its keys op by op (sort_keys_bytes:
- * mark bit 2 lifted, 4 a leaf). */
-static int64_t sort_keys_unfused(const IrComputation *cc, const int32_t *order, const uint8_t *mark, int64_t elems)
+/* The peak of a sort's nested run of its keys op by op (sort_keys_bytes):
+ * the lifted values of k (IR_SORT_LIFT), the leaves (IR_SORT_LEAF) held
+ * to the end. */
+static int64_t sort_keys_unfused(const IrComputation *cc, const IrSortKeys *k, int64_t elems)
 {
-    int32_t n = cc->ninstr, *last = ts_malloc((size_t)n * sizeof *last);
+    int32_t n = cc->ninstr, *last = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof *last);
     if (!last)
         return 0;
+    const int32_t *order = k->order;
+    const uint8_t *role = k->role;
     for (int32_t j = 0; j < n; j++)
         last[order[j]] = -1;
     for (int32_t j = 0; j < n; j++)
-        for (int32_t o = 0; (mark[order[j]] & 2) && o < cc->instr[order[j]].nopnd; o++)
+        for (int32_t o = 0; (role[order[j]] & IR_SORT_LIFT) && o < cc->instr[order[j]].nopnd; o++)
             last[cc->instr[order[j]].opnd[o]] = j;
     int64_t live = 0, peak = 0;
     for (int32_t j = 0; j < n; j++) {
         const IrInstr *x = &cc->instr[order[j]];
-        if (!(mark[order[j]] & 2) || x->op == OP_PARAMETER)
+        if (!(role[order[j]] & IR_SORT_LIFT) || x->op == OP_PARAMETER)
             continue;
         int32_t lender = -1; /* an operand whose buffer it writes over: its bytes go on as its */
         for (int32_t o = 0; x->op != OP_CONSTANT && o < x->nopnd && lender < 0; o++) {
             const IrInstr *y = &cc->instr[x->opnd[o]];
-            if (last[x->opnd[o]] == j && !(mark[x->opnd[o]] & 4) && y->op != OP_PARAMETER &&
+            if (last[x->opnd[o]] == j && !(role[x->opnd[o]] & IR_SORT_LEAF) && y->op != OP_PARAMETER &&
                 y->op != OP_CONSTANT && y->shape.type == x->shape.type)
                 lender = x->opnd[o];
         }
@@ -460,7 +463,7 @@ static int64_t sort_keys_unfused(const IrComputation *cc, const int32_t *order, 
             bool first = p != lender; /* an operand read twice is freed once */
             for (int32_t q = 0; q < o; q++)
                 first = first && x->opnd[q] != p;
-            if (first && last[p] == j && !(mark[p] & 4) && cc->instr[p].op != OP_PARAMETER)
+            if (first && last[p] == j && !(role[p] & IR_SORT_LEAF) && cc->instr[p].op != OP_PARAMETER)
                 live -= elems * (int64_t)ir_type_size(cc->instr[p].shape.type);
         }
     }
@@ -475,75 +478,36 @@ static int64_t sort_keys_unfused(const IrComputation *cc, const int32_t *order, 
  * of the executor (its elementwise chains fused, so only those leaves are
  * made), and the leaves live while the sort runs: JAX's comparators
  * (NaN and -0 canonicalised by selects before a TOTALORDER compare) make
- * one a side. Their bytes, by the same classification as k_sort.c's
- * analyse and classify; 0 where the sort takes the general path (a
- * comparator call per comparison, scalars only). */
+ * one a side. Which they are is the kernel's own classification
+ * (ir_sort_keys); 0 where the sort takes the general path (a comparator
+ * call per comparison, scalars only). */
 static int64_t sort_keys_bytes(const IrModule *m, const IrComputation *c, const IrInstr *ins)
 {
     if (ins->op != OP_SORT || ins->ncalled < 1 || ins->nopnd < 1 || ins->called[0] < 0 ||
         ins->called[0] >= m->ncomp || !m->comp[ins->called[0]])
         return 0;
     const IrComputation *cc = m->comp[ins->called[0]];
-    int32_t n = cc->ninstr, *order = NULL;
+    IrSortKeys k;
     IrDiag d = {0};
-    uint8_t *dep = n > 0 ? ts_calloc((size_t)n, 2) : NULL; /* [i]: sides; [n + i]: 1 reached, 2 lifted */
-    if (!dep || ir_topo_order(m, cc, &order, &d) != IR_OK || cc->root < 0) {
+    if (ir_sort_keys(m, cc, ins->nopnd, &k, &d) != IR_OK || !k.native) {
         ir_diag_clear(&d);
-        ts_free(dep);
-        ts_free(order);
+        ir_sort_keys_free(&k);
         return 0;
     }
-    uint8_t *mark = dep + n;
-    for (int32_t j = 0; j < n; j++) {
-        const IrInstr *x = &cc->instr[order[j]];
-        if (x->op == OP_PARAMETER)
-            dep[order[j]] = x->a.parameter_number % 2 == 0 ? 1 : 2;
-        for (int32_t o = 0; o < x->nopnd; o++)
-            dep[order[j]] |= dep[x->opnd[o]];
-    }
-    mark[cc->root] = 1;
-    for (int32_t j = n - 1; j >= 0; j--)
-        for (int32_t o = 0; mark[order[j]] && o < cc->instr[order[j]].nopnd; o++)
-            mark[cc->instr[order[j]].opnd[o]] |= 1;
-    bool native = dep[cc->root] == 3;
-    for (int32_t j = 0; native && j < n; j++) {
-        int32_t i = order[j];
-        const IrInstr *x = &cc->instr[i];
-        if (!(mark[i] & 1) || dep[i] != 3)
-            continue;
-        native = x->shape.type != IR_TUPLE && x->shape.rank == 0 && x->ncalled == 0 &&
-                 (x->op == OP_COMPARE || x->op == OP_SELECT || x->op == OP_AND || x->op == OP_OR ||
-                  x->op == OP_XOR || x->op == OP_NOT);
-        for (int32_t o = 0; native && o < x->nopnd; o++)
-            if (dep[x->opnd[o]] != 3 && cc->instr[x->opnd[o]].op != OP_PARAMETER)
-                mark[x->opnd[o]] |= 2 | 4; /* lifted, and a leaf */
-    }
     int64_t bytes = 0, elems = ir_shape_elements(&c->instr[ins->opnd[0]].shape);
-    for (int32_t j = n - 1; native && j >= 0; j--) {
-        int32_t i = order[j];
-        const IrInstr *x = &cc->instr[i];
-        if (!(mark[i] & 2) || x->op == OP_PARAMETER)
-            continue;
-        native = x->ncalled == 0 && x->shape.type != IR_TUPLE && x->shape.rank == 0 &&
-                 !ir_type_is_complex(x->shape.type) &&
-                 (x->op == OP_CONSTANT || x->op == OP_BITCAST_CONVERT ||
-                  (ir_op_is_elementwise(x->op) && x->op != OP_REAL && x->op != OP_IMAG));
-        for (int32_t o = 0; o < x->nopnd; o++)
-            mark[x->opnd[o]] |= 2;
-        if (mark[i] & 4)
-            bytes += elems * (int64_t)ir_type_size(x->shape.type);
-    }
+    for (int32_t i = 0; i < cc->ninstr; i++)
+        if ((k.role[i] & IR_SORT_LEAF) && (k.role[i] & IR_SORT_LIFT))
+            bytes += elems * (int64_t)ir_type_size(cc->instr[i].shape.type);
     /* Arrays of fusion's size: the nested run's chains are fused groups
      * whose roots are the leaves. Smaller ones run op by op: every lifted
      * value (a constant as its broadcast) is made in the comparator's
      * order and freed after its last use, the leaves held to the end, and
      * an op writes over an operand of its type that dies there and is no
      * leaf or parameter (the executor's lending, as lone_lends). */
-    if (native && elems < IR_FUSION_MIN_ELEMENTS)
-        bytes = sort_keys_unfused(cc, order, mark, elems);
-    ts_free(dep);
-    ts_free(order);
-    return native ? bytes : 0;
+    if (elems < IR_FUSION_MIN_ELEMENTS)
+        bytes = sort_keys_unfused(cc, &k, elems);
+    ir_sort_keys_free(&k);
+    return bytes;
 }
 
 /* The bytes of computation k's parameters. */

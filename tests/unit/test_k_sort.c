@@ -467,6 +467,75 @@ static void test_sort_f8_total_order(void **state)
     dev_value_unref(out);
 }
 
+/* ir_sort_keys, the classification the kernel and the memory estimate
+ * (partition/memory.c) share, on JAX's comparator (by hand): each side's
+ * NaN and -0 canonicalised by selects, then one TOTALORDER compare. The
+ * compare is the one node; ka and kb, the selects it reads, the leaves,
+ * lifted with what they read (a's and b's compares, the constants), the
+ * index parameters i, j neither (the root does not need them). A mixing
+ * add (a + b) is no node the kernel evaluates: the general path. */
+static void test_sort_keys_classify(void **state)
+{
+    (void)state;
+    const char *fmt =
+        "HloModule m\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n%s}\n"
+        "ENTRY e {\n  x = f32[6] parameter(0)\n  y = s32[6] iota(), iota_dimension=0\n"
+        "  ROOT s = (f32[6], s32[6]) sort(x, y), dimensions={0}, to_apply=cmp\n}\n";
+    const char *jax =
+        "  nan_a = pred[] compare(a, a), direction=NE\n  nan = f32[] constant(nan)\n"
+        "  zero = f32[] constant(0)\n  z_a = pred[] compare(a, zero), direction=EQ\n"
+        "  ka0 = f32[] select(z_a, zero, a)\n  ka = f32[] select(nan_a, nan, ka0)\n"
+        "  nan_b = pred[] compare(b, b), direction=NE\n  z_b = pred[] compare(b, zero), direction=EQ\n"
+        "  kb0 = f32[] select(z_b, zero, b)\n  kb = f32[] select(nan_b, nan, kb0)\n"
+        "  ROOT lt = pred[] compare(ka, kb), direction=LT, type=TOTALORDER\n";
+    char txt[4096];
+    snprintf(txt, sizeof txt, fmt, jax);
+    IrModule *m = parse_ok(txt);
+    const IrComputation *c = m->comp[ir_find_computation(m, "cmp")];
+    IrSortKeys k;
+    IrDiag d = {0};
+    assert_int_equal(ir_sort_keys(m, c, 2, &k, &d), IR_OK);
+    assert_true(k.native);
+    struct {
+        const char *name;
+        int role, dep;
+    } want[] = {
+        {"lt", IR_SORT_REACH | IR_SORT_NODE, 3},
+        {"ka", IR_SORT_REACH | IR_SORT_LEAF | IR_SORT_LIFT, 1},
+        {"kb", IR_SORT_REACH | IR_SORT_LEAF | IR_SORT_LIFT, 2},
+        {"ka0", IR_SORT_REACH | IR_SORT_LIFT, 1},
+        {"nan_b", IR_SORT_REACH | IR_SORT_LIFT, 2},
+        {"zero", IR_SORT_REACH | IR_SORT_LIFT, 0},
+        {"a", IR_SORT_REACH | IR_SORT_LIFT, 1},
+        {"i", 0, 1},
+        {"j", 0, 2},
+    };
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
+        int32_t x = ir_find_instr(c, want[w].name);
+        assert_true(x >= 0);
+        if (k.role[x] != want[w].role || k.dep[x] != want[w].dep)
+            print_message("%s: role %d dep %d\n", want[w].name, k.role[x], k.dep[x]);
+        assert_int_equal(k.role[x], want[w].role);
+        assert_int_equal(k.dep[x], want[w].dep);
+    }
+    ir_sort_keys_free(&k);
+    ir_module_free(m);
+    snprintf(txt, sizeof txt, fmt, "  s = f32[] add(a, b)\n  zero = f32[] constant(0)\n"
+                                    "  ROOT lt = pred[] compare(s, zero), direction=LT\n");
+    m = parse_ok(txt);
+    c = m->comp[ir_find_computation(m, "cmp")];
+    assert_int_equal(ir_sort_keys(m, c, 2, &k, &d), IR_OK);
+    assert_false(k.native);
+    ir_sort_keys_free(&k);
+    /* a comparator of other parameters than the sort's operands ask */
+    assert_int_equal(ir_sort_keys(m, c, 1, &k, &d), IR_OK);
+    assert_false(k.native);
+    assert_int_equal(k.n, 0);
+    ir_sort_keys_free(&k);
+    ir_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_sort_lifted_keys),
         cmocka_unit_test(test_sort_errors),
         cmocka_unit_test(test_sort_f8_total_order),
+        cmocka_unit_test(test_sort_keys_classify),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
