@@ -285,6 +285,15 @@ bool mf_redirect(MfGraph *g, int32_t from, int32_t old, int32_t nw, int32_t *und
     return true;
 }
 
+void mf_restore(MfGraph *g, const int32_t *undo_node, int32_t *const *undo_opnd, int32_t nundo, const int32_t *seq0,
+                int32_t nseq0)
+{
+    for (int32_t k = 0; k < nundo; k++)
+        g->node[undo_node[k]].opnd = undo_opnd[k];
+    g->nseq = nseq0;
+    memcpy(g->seq, seq0, (size_t)nseq0 * sizeof *g->seq);
+}
+
 /* The instructions of a computation of ninstr written from g: list[k]
  * the node at place k (seq, then the instructions that do not run, in
  * their own order: the stable topological order then lists seq first,

@@ -86,6 +86,10 @@ bool mf_mark(IrArena *ar, IrAttrs *a, const char *key, const char *value);
  * g->nseq). false when out of memory. */
 bool mf_redirect(MfGraph *g, int32_t from, int32_t old, int32_t nw, int32_t *undo_node, int32_t **undo_opnd,
                  int32_t *nundo);
+/* Undo a trial: the nundo nodes mf_redirect changed get their former
+ * operands back, and g's order is seq0 (nseq0 nodes) again. */
+void mf_restore(MfGraph *g, const int32_t *undo_node, int32_t *const *undo_opnd, int32_t nundo, const int32_t *seq0,
+                int32_t nseq0);
 /* g's profile (pos/last may be NULL); false when out of memory. */
 bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
 

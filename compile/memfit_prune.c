@@ -121,11 +121,7 @@ static bool drop(Prune *p, int32_t x, int32_t o)
 
 static void undo(Prune *p)
 {
-    MfGraph *g = p->g;
-    for (int32_t k = 0; k < p->nundo; k++)
-        g->node[p->undo_node[k]].opnd = p->undo_opnd[k];
-    g->nseq = p->nseq0;
-    memcpy(g->seq, p->seq0, (size_t)g->nseq * sizeof *g->seq);
+    mf_restore(p->g, p->undo_node, p->undo_opnd, p->nundo, p->seq0, p->nseq0);
 }
 
 bool mf_prune(MfGraph *g, MfFits fits, void *ctx)

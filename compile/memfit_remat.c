@@ -424,12 +424,8 @@ static bool apply(Remat *r, int32_t v)
 
 static void undo(Remat *r)
 {
-    MfGraph *g = r->g;
-    for (int32_t k = 0; k < r->nundo; k++)
-        g->node[r->undo_node[k]].opnd = r->undo_opnd[k];
-    g->nnode = r->nnode0;
-    g->nseq = r->nseq0;
-    memcpy(g->seq, r->seq0, (size_t)g->nseq * sizeof *g->seq);
+    r->g->nnode = r->nnode0;
+    mf_restore(r->g, r->undo_node, r->undo_opnd, r->nundo, r->seq0, r->nseq0);
 }
 
 static int by_price(const void *a, const void *b)
