@@ -33,7 +33,8 @@
  *
  *     base ... [header 64 B][data n B]        plain: base from ts_malloc,
  *              ^ data - 64   ^ 64-aligned      padded to align data;
- *                                              bound: base = page from hwloc
+ *                              (2 MiB from     bound: base = page from hwloc
+ *                               2 MiB up)      (2 MiB more from 2 MiB up)
  */
 #include "device.h"
 
@@ -43,18 +44,39 @@
 
 enum { HDR = 64, ALIGN = 64 };
 
-#define BUF_MAGIC 0x7e55e1a110c8b0f5ull
-#define KEPT_MAGIC 0x7e55e1a110c8cee9ull /* freed, kept for reuse */
+/* A buffer of HUGE bytes or more starts at a 2 MiB boundary, so that every
+ * 2 MiB of it can be a huge page (value.c advises them): 64 bytes past a
+ * page, an 8 MiB buffer had 6 MiB in huge pages and a 2 MiB one none, and
+ * the GEMM's operands walked the rest in 4 KiB pages. The lead is address
+ * space only: the pages before the header are never touched. Not under
+ * AddressSanitizer, whose redzone must follow the data closely (a plain
+ * block's slack after it stays under 64 bytes). */
+#define HUGE ((size_t)2 << 20)
+
+/* The alignment of the data of a buffer of n bytes. */
+static size_t align_of(size_t n)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)n;
+    return ALIGN;
+#else
+    return n >= HUGE ? HUGE : ALIGN;
+#endif
+}
+
+#define BUF_MAGIC 0x10c8b0f5u
+#define KEPT_MAGIC 0x10c8cee9u /* freed, kept for reuse */
 
 typedef struct BufHeader {
-    uint64_t magic;
+    uint32_t magic;
+    int32_t node;        /* bound (from dev_hw_alloc_bound): its logical NUMA node; else -1 */
     DevAllocator *owner;
     DevTopology *topo;   /* bound: the topology it was bound with */
     void *base;          /* what to free */
     size_t len;          /* bytes at base (hwloc_free needs it) */
-    size_t size;         /* bytes asked for */
+    size_t size;         /* bytes asked for now */
+    size_t cap;          /* bytes asked for when the block was made: what it holds */
     struct BufHeader *next; /* kept: the next older kept buffer */
-    int32_t node;        /* bound (from dev_hw_alloc_bound): its logical NUMA node; else -1 */
 } BufHeader;
 
 _Static_assert(sizeof(BufHeader) <= HDR, "buffer header must fit in HDR bytes");
@@ -86,21 +108,22 @@ static void count_alloc(DevAllocator *a, size_t n, bool bound)
         a->st.peak_bytes = a->st.live_bytes;
 }
 
-/* Write the header in front of the 64-aligned data inside [base, base+len). */
+/* Write the header in front of the data inside [base, base+len), aligned
+ * for n bytes (align_of). */
 static void *finish(DevAllocator *a, void *base, size_t len, size_t n, bool bound)
 {
-    uintptr_t data = ((uintptr_t)base + HDR + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
+    uintptr_t data = ((uintptr_t)base + HDR + align_of(n) - 1) & ~(uintptr_t)(align_of(n) - 1);
     BufHeader *h = (BufHeader *)(data - HDR);
-    *h = (BufHeader){BUF_MAGIC, a, bound ? a->topo : NULL, base, len, n, NULL, bound ? a->numa_index : -1};
+    *h = (BufHeader){.magic = BUF_MAGIC, .node = bound ? a->numa_index : -1, .owner = a,
+                     .topo = bound ? a->topo : NULL, .base = base, .len = len, .size = n, .cap = n};
     count_alloc(a, n, bound);
     return (void *)data;
 }
 
-/* The bytes a buffer holds: what was asked for when its block was made
- * (a plain block's alignment slack aside). */
+/* The bytes a buffer holds: what was asked for when its block was made. */
 static size_t capacity(const BufHeader *h)
 {
-    return h->len - HDR - (h->node >= 0 ? 0 : ALIGN - 1);
+    return h->cap;
 }
 
 /* Give a buffer back to the system (not its allocator's business). */
@@ -363,19 +386,21 @@ static void *alloc_fresh(DevAllocator *a, size_t n)
 {
     if (a->st.membind && a->topo) {
         bool fallback;
-        void *base = alloc_bound(a, n + HDR, &fallback); /* pages: aligned already */
+        /* pages: 64-aligned already; a 2 MiB boundary needs the lead */
+        size_t len = n + HDR + (align_of(n) > ALIGN ? align_of(n) : 0);
+        void *base = alloc_bound(a, len, &fallback);
         if (base)
-            return finish(a, base, n + HDR, n, true);
+            return finish(a, base, len, n, true);
         if (!fallback)
             return NULL;
     }
-    void *base = ts_malloc(n + HDR + ALIGN - 1); /* header + alignment slack */
-    return base ? finish(a, base, n + HDR + ALIGN - 1, n, false) : NULL;
+    void *base = ts_malloc(n + HDR + align_of(n) - 1); /* header + alignment slack */
+    return base ? finish(a, base, n + HDR + align_of(n) - 1, n, false) : NULL;
 }
 
 void *dev_alloc(DevAllocator *a, size_t n)
 {
-    bool fits = n <= SIZE_MAX - HDR - ALIGN && n <= (size_t)INT64_MAX / 2;
+    bool fits = n <= SIZE_MAX - HDR - HUGE && n <= (size_t)INT64_MAX / 2;
     BufHeader *evicted = NULL;
     pthread_mutex_lock(&a->mu);
     void *p = fits ? kept_take(a, n) : NULL;

@@ -503,7 +503,8 @@ int dev_blas_sgemm_thread_count(void)
  * the MLP's forward shapes (BENCHMARKS.md, "The MLP lines across
  * processes"): 110.0 and 111.5 GFLOP/s against dnnl_sgemm's 107.3 and
  * 106.4; the reorder costs about 1.1 ms for 8 MiB, so only a B used again
- * pays for it. */
+ * pays for it. The buffer is an ir_big_alloc block, in huge pages from 2
+ * MiB up, as tessel's own kernel's kept panels (sgemm_avx512.c). */
 struct DevSgemmPacked {
     void *prim, *a, *w, *c; /* the matmul, its source, packed weights and destination memories */
     void *packed;           /* the packed weights' buffer */
@@ -515,7 +516,7 @@ void dev_sgemm_packed_free(DevSgemmPacked *p)
     if (!p)
         return;
     mm_destroy(p->prim, p->a, p->w, p->c);
-    free(p->packed);
+    ir_big_free(p->packed);
     ts_free(p);
 }
 
@@ -560,7 +561,7 @@ DevSgemmPacked *dev_sgemm_pack(int64_t m, int64_t n, int64_t k, int64_t lda, con
               mm.matmul_desc_init(op, md[0], md[1], NULL, md[2]) == 0 &&
               mm.pd_create(&pd, op, NULL, mm_engine, NULL) == 0 &&
               (wmd = mm.query_md(pd, DNNL_QUERY_WEIGHTS_MD, 0)) != NULL && (p->bytes = mm.md_size(wmd)) > 0 &&
-              posix_memalign(&p->packed, 64, p->bytes) == 0 && mm.primitive_create(&p->prim, pd) == 0 &&
+              (p->packed = ir_big_alloc(p->bytes)) != NULL && mm.primitive_create(&p->prim, pd) == 0 &&
               mm.memory_create(&p->a, md[0], mm_engine, NULL) == 0 &&
               mm.memory_create(&p->w, wmd, mm_engine, p->packed) == 0 &&
               mm.memory_create(&p->c, md[2], mm_engine, NULL) == 0 && pack_weights(p, cache, md[3], wmd, b);

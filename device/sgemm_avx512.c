@@ -58,15 +58,27 @@ enum {
     MC = 192,        /* rows of A a block, packed together (B's column blocks outermost) */
     MA = 512,        /* rows of A a block, B kept: the k blocks outermost (512 KiB in L2 beside B's block) */
     NC = 768,        /* columns of B a block: KC x NC floats (768 KiB) in L2 */
+    NC_KEPT = 384,   /* columns of a kept B's block: 384 KiB in L2 beside A's 512 KiB */
     PREFETCH_B = 16, /* steps of k ahead that B's panel is fetched into L1 */
+    WHOLE_MAX = 4 << 20, /* floats of an unkept B packed whole ahead of its product (16 MiB) */
 };
-_Static_assert(MC % MR == 0 && MA % MR == 0 && MA >= MC && NC % NR == 0 && MR <= 16, "blocks of whole tiles, a panel's column one vector");
+_Static_assert(MC % MR == 0 && MA % MR == 0 && MA >= MC && NC % NR == 0 && NC_KEPT % NR == 0 && MR <= 16,
+               "blocks of whole tiles, a panel's column one vector");
+
+/* The packed buffers (a thread's scratch, a kept B) come from ir_big_alloc
+ * at a 2 MiB boundary, advised for huge pages, the scratch a whole huge
+ * page however small: the kernel walks B's panels, A's block and C across
+ * megabytes a call, and in 4 KiB pages a kept 512 x 2048 B took 2 % more
+ * time than in 2 MiB ones (both cores busy; BENCHMARKS.md, "Stop 59"). */
+#define HUGE_PAGE ((size_t)2 << 20)
 
 static SgemmFn *fallback_fn;
 static const char *avx512_why;
 static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
-static pthread_key_t scratch_key;
+static pthread_key_t scratch_key, whole_key;
 static _Thread_local float *scratch; /* MA x KC of A, then KC x NC of B */
+static _Thread_local float *whole;   /* op(B) packed whole for an unkept product (pack_b_whole) */
+static _Thread_local size_t whole_floats;
 
 static int64_t min64(int64_t a, int64_t b)
 {
@@ -285,8 +297,8 @@ AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64
             for (int64_t i0 = 0; i0 < m; i0 += MA) {
                 int64_t mb = min64(MA, m - i0);
                 pack_a(a, lda, ta, i0, mb, p0, kb, pa);
-                for (int64_t j0 = 0; j0 < n; j0 += NC) {
-                    int64_t nb = min64(NC, n - j0);
+                for (int64_t j0 = 0; j0 < n; j0 += NC_KEPT) {
+                    int64_t nb = min64(NC_KEPT, n - j0);
                     const float *block = kept + p0 * round_up(n, NR) + kb * j0;
                     run_block(mb, nb, kb, p0 == 0, pa, block, c + i0 * ldc + j0, ldc, alpha, beta,
                               p0 + kb >= k ? then : NULL, i0, j0);
@@ -312,7 +324,7 @@ AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64
 
 static void scratch_free(void *p)
 {
-    free(p);
+    ir_big_free(p);
 }
 
 /* Whether the CPU has AVX-512F and the OS saves the zmm state (XCR0's
@@ -334,7 +346,7 @@ static void avx512_check(void)
         avx512_why = "avx512: the OS does not save the zmm state (XCR0)";
         return;
     }
-    if (pthread_key_create(&scratch_key, scratch_free) != 0) {
+    if (pthread_key_create(&scratch_key, scratch_free) != 0 || pthread_key_create(&whole_key, scratch_free) != 0) {
         avx512_why = "avx512: no thread key for its buffers";
         return;
     }
@@ -347,11 +359,40 @@ static float *scratch_of(void)
 {
     if (!scratch) {
         /* B's prefetches run up to PREFETCH_B rows past its last panel */
-        scratch = aligned_alloc(64, (size_t)(MA * KC + KC * NC + PREFETCH_B * NR) * sizeof(float));
+        size_t bytes = (size_t)(MA * KC + KC * NC + PREFETCH_B * NR) * sizeof(float);
+        scratch = ir_big_alloc(bytes < HUGE_PAGE ? HUGE_PAGE : bytes);
         if (scratch)
             pthread_setspecific(scratch_key, scratch);
     }
     return scratch;
+}
+
+/* op(B) (k x n) packed whole into buf: k x round_up(n, NR) floats, block
+ * (p0, j0) at p0 np + kb j0 (multiply's kept form). */
+AVX512_TARGET static void pack_b_whole(const float *b, int64_t ldb, bool tb, int64_t n, int64_t k, float *buf)
+{
+    int64_t np = round_up(n, NR);
+    for (int64_t j0 = 0; j0 < n; j0 += NC)
+        for (int64_t p0 = 0; p0 < k; p0 += KC) {
+            int64_t kb = min64(KC, k - p0);
+            pack_b(b, ldb, tb, p0, kb, j0, min64(NC, n - j0), buf + p0 * np + kb * j0);
+        }
+}
+
+/* The calling thread's buffer for op(B) packed whole, grown to `floats`
+ * (NULL: no memory; the smaller one it had is kept). */
+static float *whole_of(size_t floats)
+{
+    if (whole_floats < floats) {
+        float *w = ir_big_alloc(floats * sizeof(float));
+        if (!w)
+            return NULL;
+        ir_big_free(whole);
+        whole = w;
+        whole_floats = floats;
+        pthread_setspecific(whole_key, whole);
+    }
+    return whole;
 }
 
 static bool rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
@@ -370,7 +411,14 @@ static bool rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
     }
     if (!scratch_of())
         return false;
-    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MA * KC, NULL, then);
+    /* Wider than a block of B's columns: B's blocks outermost would pack
+     * A once per block, so B is packed whole first and the product runs
+     * as a kept one, A packed once (the same bits either way). */
+    size_t floats = (size_t)(k * round_up(n, NR) + PREFETCH_B * NR);
+    float *kept = n > NC && floats <= WHOLE_MAX ? whole_of(floats) : NULL;
+    if (kept)
+        pack_b_whole(b, ldb, tb, n, k, kept);
+    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MA * KC, kept, then);
     return true;
 }
 
@@ -399,18 +447,14 @@ DevSgemmAvx512B *dev_sgemm_avx512_pack_b(int64_t n, int64_t k, const float *b, b
         return NULL;
     int64_t np = round_up(n, NR);
     DevSgemmAvx512B *p = malloc(sizeof *p);
-    float *buf = aligned_alloc(64, (size_t)(k * np + PREFETCH_B * NR) * sizeof(float));
+    float *buf = ir_big_alloc((size_t)(k * np + PREFETCH_B * NR) * sizeof(float));
     if (!p || !buf) {
         free(p);
-        free(buf);
+        ir_big_free(buf);
         return NULL;
     }
     *p = (DevSgemmAvx512B){.n = n, .k = k, .buf = buf};
-    for (int64_t j0 = 0; j0 < n; j0 += NC)
-        for (int64_t p0 = 0; p0 < k; p0 += KC) {
-            int64_t kb = min64(KC, k - p0);
-            pack_b(b, ldb, tb, p0, kb, j0, min64(NC, n - j0), buf + p0 * np + kb * j0);
-        }
+    pack_b_whole(b, ldb, tb, n, k, buf);
     return p;
 }
 
@@ -438,7 +482,7 @@ size_t dev_sgemm_avx512_b_bytes(const DevSgemmAvx512B *p)
 void dev_sgemm_avx512_b_free(DevSgemmAvx512B *p)
 {
     if (p)
-        free(p->buf);
+        ir_big_free(p->buf);
     free(p);
 }
 

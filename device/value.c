@@ -268,9 +268,11 @@ static DevValue *array_new(const IrShape *shape, bool zero)
              * array 16 bytes off spans two lines, which costs the f32
              * chunk interpreter a fifth of its time in cache. calloc keeps
              * its unaligned block: it need not write the zeros of fresh
-             * pages, and alignment is only speed. */
+             * pages, and alignment is only speed. From 2 MiB up they
+             * start at a 2 MiB boundary, every 2 MiB a huge page (as the
+             * allocators' buffers: alloc.c). */
             v->data = zero                     ? ts_calloc(1, (size_t)nbytes)
-                      : nbytes >= DEV_BOUND_MIN ? ts_malloc_aligned(64, (size_t)nbytes)
+                      : nbytes >= DEV_BOUND_MIN ? ts_malloc_aligned(nbytes >= (2 << 20) ? 2 << 20 : 64, (size_t)nbytes)
                                                 : ts_malloc((size_t)nbytes);
             /* A fresh buffer's first touch costs a page fault per 4 KiB
              * page (about 5 ms per MiB on this kind of virtual machine):

@@ -118,16 +118,19 @@ void ir_hint_huge(void *p, size_t n)
  * unaligned head and tail). The block is over-allocated by 2 MiB (address
  * space only: the slack is never touched) and the malloc pointer is kept
  * in the 16 bytes before the returned one, after a magic word that
- * ir_big_free checks. Small blocks and AddressSanitizer
- * builds (whose redzones must sit right after the block) get just the
- * 16-byte header. */
-static size_t big_lead(size_t n)
+ * ir_big_free checks. Small blocks and AddressSanitizer builds (whose
+ * redzones must sit right after the block) come from a 64-byte aligned
+ * allocation with a 64-byte lead instead: every block starts on a cache
+ * line, as the vector kernels' packed buffers need (device/sgemm_avx512.c). */
+enum { BIG_LINE = 64 };
+
+static bool big_huge(size_t n)
 {
 #if defined(__SANITIZE_ADDRESS__)
     (void)n;
-    return 16;
+    return false;
 #else
-    return n >= HUGE_MIN ? (size_t)HUGE_MIN : 16;
+    return n >= HUGE_MIN;
 #endif
 }
 
@@ -136,15 +139,16 @@ static size_t big_lead(size_t n)
 
 void *ir_big_alloc(size_t n)
 {
-    size_t lead = big_lead(n);
+    bool huge = big_huge(n);
+    size_t lead = huge ? (size_t)HUGE_MIN : (size_t)BIG_LINE;
     if (n > SIZE_MAX - lead - 16)
         return NULL;
-    unsigned char *base = ts_malloc(n + lead);
+    unsigned char *base = huge ? ts_malloc(n + lead) : ts_malloc_aligned(BIG_LINE, n + lead);
     if (!base)
         return NULL;
-    uintptr_t p = (uintptr_t)base + 16;
-    if (lead > 16)
-        p = (p + HUGE_MIN - 1) & ~(uintptr_t)(HUGE_MIN - 1);
+    uintptr_t p = (uintptr_t)base + lead;
+    if (huge)
+        p = ((uintptr_t)base + 16 + HUGE_MIN - 1) & ~(uintptr_t)(HUGE_MIN - 1);
     ((void **)p)[-1] = base;
     ((uint64_t *)p)[-2] = BIG_MAGIC;
     ir_hint_huge((void *)p, n);

@@ -116,8 +116,9 @@ void ir_arena_reset(IrArena *a);
 void ir_hint_huge(void *p, size_t n);
 /* A heap block of n bytes for a large array that is written once and lives
  * long: from 2 MiB up it starts at a 2 MiB boundary and is advised for
- * huge pages (every page of it can be huge). Free it with ir_big_free, not
- * ts_free. NULL on OOM (failure injection counts it as one allocation). */
+ * huge pages (every page of it can be huge); any block starts on a 64-byte
+ * line. Free it with ir_big_free, not ts_free. NULL on OOM (failure
+ * injection counts it as one allocation). */
 void *ir_big_alloc(size_t n);
 void ir_big_free(void *p);   /* NULL is fine */
 /* Under AddressSanitizer, mark [p, p+n) unaddressable (memory an
