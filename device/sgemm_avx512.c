@@ -23,7 +23,8 @@
  * of A's per step of k; an A panel (8 KiB) stays in L1 while the kernel
  * runs it against every B panel of the block, whose lines it prefetches
  * PREFETCH_B steps ahead, and C's tile is prefetched as its sum starts.
- * Tiles of 8 x 48 beat 12 x 32, 14 x 32 and 6 x 64 here (BENCHMARKS.md).
+ * Tiles of 8 x 48 beat 12 x 32, 14 x 32 and 6 x 64 on the Intel machine
+ * and again on an AMD Zen 5 (BENCHMARKS.md, "Stop 59").
  * Panels are zero-padded to whole tiles, so the kernel always runs whole;
  * C's edges are masked stores (rows past m are not stored, columns past n
  * masked off), so any m, n, k and strides work. The first KC block
@@ -283,10 +284,12 @@ AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool fir
  * same panels either way (the same bits): B's column blocks outermost
  * (BLIS's), A's blocks of MC rows packed once per column block and k
  * block; or, where B is kept, the k blocks outermost and A's blocks of MA
- * rows packed once a product, B's kept column blocks the inner loop (A
- * was packed 3 times on n = 2048 the other way: kept products ran 2-5 %
- * faster so, unkept ones no faster, as each B block would be packed once
- * per A block: BENCHMARKS.md, gemm49). */
+ * rows packed once a product, B's kept column blocks (NC_KEPT) the inner
+ * loop (A was packed 3 times on n = 2048 the other way: kept products ran
+ * 2-5 % faster so, BENCHMARKS.md, gemm49). An unkept B wider than NC is
+ * packed whole first into a thread's buffer and run as kept (rowmajor):
+ * A is then packed once, B still once (the A-transposed weight gradients
+ * of mlp-sgd ran 0.5-1 ms faster of 10; BENCHMARKS.md, "Stop 59"). */
 AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
                                    float *pa, float *pb, const float *kept, const DevGemmThen *then)
