@@ -325,6 +325,43 @@ static void test_reuse_same_binding(void **state)
     shutdown_ok();
 }
 
+/* Buffers start on a 64-byte line; from 2 MiB up (not under ASan, whose
+ * redzone follows the data) at a 2 MiB boundary, so every 2 MiB of them can
+ * be a huge page, bound or plain, fresh or kept; the whole buffer is usable
+ * and a kept one holds what was asked for, no more. */
+static void test_alignment(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    const uintptr_t big_align = 64;
+#else
+    const uintptr_t big_align = 2 * MIB;
+#endif
+    DevDevices *set = devices(1);
+    IrDiag d = {0};
+    DevAllocator *bound = NULL, *plain = plain_allocator("align");
+    assert_int_equal(dev_device_allocator(&set->dev[0], "align-bound", &bound, &d), IR_OK);
+    DevAllocator *as[2] = {plain, bound};
+    static const size_t sizes[] = {100, 4096 + 3, MIB + 1, 2 * MIB - 1, 2 * MIB, 5 * MIB + 7};
+    for (int x = 0; x < 2; x++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            size_t n = sizes[i];
+            char *p = dev_alloc(as[x], n);
+            assert_non_null(p);
+            uintptr_t want = n >= 2 * MIB ? big_align : 64;
+            assert_int_equal((uintptr_t)p % want, 0);
+            memset(p, 0x5a, n);
+            dev_alloc_free(p);
+            char *q = dev_alloc(as[x], n); /* kept and taken again where large */
+            assert_int_equal((uintptr_t)q % want, 0);
+            memset(q, 0xa5, n);
+            dev_alloc_free(q);
+        }
+    assert_int_equal(stats(plain).kept_bytes, 5 * MIB + 7); /* what was asked for */
+    dev_devices_free(set);
+    shutdown_ok();
+}
+
 /* A device's value freed on another thread (a step's output, dropped by
  * the host) goes to the allocator, and the device's next value of that
  * size takes its buffer: no fresh pages. */
@@ -401,6 +438,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reuse_by_size),
+        cmocka_unit_test(test_alignment),
         cmocka_unit_test(test_reuse_bound_by_peak),
         cmocka_unit_test(test_reuse_random_walk),
         cmocka_unit_test(test_reuse_released),

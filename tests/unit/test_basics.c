@@ -127,6 +127,26 @@ static void test_reducer_identities(void **state)
 /* The prefault thread populates pages and changes no byte: of a block
  * written before it gets there, of one freed before it gets there (ASan
  * and valgrind watch that run), past a full queue, and after a stop. */
+/* ir_big_alloc: every block on a 64-byte line, from 2 MiB up (but under
+ * ASan) at a 2 MiB boundary; all of it usable. */
+static void test_big_alloc_alignment(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    const uintptr_t big = 64;
+#else
+    const uintptr_t big = 2u << 20;
+#endif
+    static const size_t sizes[] = {1, 17, 4096, (1u << 20) + 5, 2u << 20, (3u << 20) + 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = ir_big_alloc(sizes[i]);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % (sizes[i] >= (2u << 20) ? big : 64), 0);
+        memset(p, 0x3c, sizes[i]);
+        ir_big_free(p);
+    }
+}
+
 static void test_prefault_changes_nothing(void **state)
 {
     (void)state;
@@ -176,6 +196,7 @@ int main(void)
         cmocka_unit_test(test_reducer_identities),
         cmocka_unit_test(test_arena_grow),
         cmocka_unit_test(test_prefault_changes_nothing),
+        cmocka_unit_test(test_big_alloc_alignment),
         cmocka_unit_test(test_membership),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -146,8 +146,11 @@ static void kept_b_same_bits(void **state)
     if (!kernel())
         skip();
     /* m, n, k; 600 rows: two of the kept product's A blocks (MA = 512)
-     * against two column blocks and two k blocks of B */
-    static const int shapes[][3] = {{70, 800, 600}, {5, 47, 3}, {33, 100, 257}, {600, 800, 300}};
+     * against two of its column blocks (384) and two k blocks of B, where
+     * the unkept product runs B's one column block (768) outermost; an
+     * unkept B wider than 768 is packed whole and run as kept, but past 4M
+     * floats (64 x 2000 x 2100) B's column blocks outermost again */
+    static const int shapes[][3] = {{70, 800, 600}, {5, 47, 3}, {33, 100, 257}, {600, 700, 300}, {64, 2000, 2100}};
     uint64_t z = 7;
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         for (int tb = 0; tb < 2; tb++) {
