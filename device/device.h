@@ -622,6 +622,10 @@ typedef struct DevDotEpilogue {
      * group folds its row (dev_fusion_fold_f32). */
     bool softmax, clamped, clamp_first;
     float max_init, clamp, sum_init;
+    /* NULL, or for each row i of the mask, 1 + the last column j with
+     * (mask[i,j] != 0) == keep (0: none): k_dot.c works it out once a
+     * dot for the softmax's rows, which every batch element reads. */
+    const int64_t *kept_ends;
     /* Then, where `then` is set, elementwise consumers of the result
      * (IrFusionGroup.dot_feeds): then(ctx, c, first, n) turns c[0..n),
      * the result's elements [first, first + n) (row-major over the whole

@@ -334,6 +334,33 @@ static int64_t kept_end(const uint8_t *m, int64_t n, bool keep)
     return hi;
 }
 
+/* The end of what mask row r of e keeps (kept_end), from e's table where
+ * it has one; n where there is no mask. */
+static int64_t row_kept_end(const DevDotEpilogue *e, int64_t r, int64_t n)
+{
+    if (!e->mask)
+        return n;
+    return e->kept_ends ? e->kept_ends[r] : kept_end(e->mask + r * n, n, e->keep);
+}
+
+/* epi with its mask rows' kept_end worked out once (*ends, to free; NULL
+ * where there is no softmax over a mask, or no memory: each row scans its
+ * mask again), for the m rows of n columns that every batch element's
+ * softmax reads: a causal row's scan from its end was 0.6 ms of block-infer's
+ * 37 ms step, done again for each of its 12 batch elements and heads
+ * (BENCHMARKS.md, "Stop 59"). */
+static DevDotEpilogue with_kept_ends(const DevDotEpilogue *epi, int64_t m, int64_t n, int64_t **ends)
+{
+    DevDotEpilogue e = *epi;
+    *ends = NULL;
+    if (!e.softmax || !e.mask || e.kept_ends || !(*ends = ts_malloc((size_t)m * sizeof **ends)))
+        return e;
+    for (int64_t r = 0; r < m; r++)
+        (*ends)[r] = kept_end(e.mask + r * n, n, e.keep);
+    e.kept_ends = *ends;
+    return e;
+}
+
 /* Row `row` of n (its mask row m) scaled, masked and into its softmax
  * (DevDotEpilogue), with the row group's operations (fusion_rows.c) in
  * its order on each element: the max, x - m, exp, the sum, e / z. Where
@@ -348,10 +375,11 @@ static int64_t kept_end(const uint8_t *m, int64_t n, bool keep)
  * false. Columns the row's kept part does not reach are never read; of
  * those it reaches, the ones from `cols` on (scores not computed there)
  * read as 0, as a lower product's unread columns are written. */
-DEV_VECTOR_CLONES static bool softmax_row_upto(const DevDotEpilogue *e, float *row, const uint8_t *m, int64_t n,
+DEV_VECTOR_CLONES static bool softmax_row_upto(const DevDotEpilogue *e, float *row, int64_t r, int64_t n,
                                                float *t, int64_t w, int64_t cols)
 {
-    int64_t hi = m ? kept_end(m, n, e->keep) : n;
+    const uint8_t *m = e->mask ? e->mask + r * n : NULL;
+    int64_t hi = row_kept_end(e, r, n);
     if (hi > cols)
         memset(row + cols, 0, (size_t)(hi - cols) * sizeof *row);
     scale_select(e, row, m, hi);
@@ -389,9 +417,9 @@ DEV_VECTOR_CLONES static bool softmax_row_upto(const DevDotEpilogue *e, float *r
     return tail_zero;
 }
 
-static void softmax_row(const DevDotEpilogue *e, float *row, const uint8_t *m, int64_t n, float *t)
+static void softmax_row(const DevDotEpilogue *e, float *row, int64_t r, int64_t n, float *t)
 {
-    softmax_row_upto(e, row, m, n, t, n, n);
+    softmax_row_upto(e, row, r, n, t, n, n);
 }
 
 /* The epilogue (DevDotEpilogue) over rows [r0, r1) of one batch
@@ -402,11 +430,10 @@ static void epilogue_rows(const DevDotEpilogue *e, float *t, float *c, int64_t r
                           int64_t first)
 {
     for (int64_t r = r0; r < r1 && (e->scaled || e->mask || e->softmax); r++) {
-        const uint8_t *m = e->mask ? e->mask + r * n : NULL;
         if (e->softmax)
-            softmax_row(e, c + (r - r0) * n, m, n, t);
+            softmax_row(e, c + (r - r0) * n, r, n, t);
         else
-            scale_select(e, c + (r - r0) * n, m, n);
+            scale_select(e, c + (r - r0) * n, e->mask ? e->mask + r * n : NULL, n);
     }
     if (e->then)
         e->then(e->ctx, c, first, (r1 - r0) * n);
@@ -803,7 +830,11 @@ static IrStatus dot_into(const DevKernelArgs *k, const IrI64List *const perm[2],
         st = dev_kernel_oom(k, NULL);
         goto done;
     }
-    dot_run(k, c, &p, &a, &b, tshape != NULL, lower && p.nlf == 1 && p.nrf == 1, epi, t, direct ? r->data : cbuf);
+    int64_t *ends = NULL;
+    DevDotEpilogue e = epi ? with_kept_ends(epi, p.m, p.n, &ends) : (DevDotEpilogue){0};
+    dot_run(k, c, &p, &a, &b, tshape != NULL, lower && p.nlf == 1 && p.nrf == 1, epi ? &e : NULL, t,
+            direct ? r->data : cbuf);
+    ts_free(ends);
     if (!direct) {
         CtView v = {.rank = 1, .dims = {total}, .stride = {1}};
         ct_unpack(c, os->type, cbuf, &v, r->data);
@@ -861,7 +892,7 @@ static bool softmax_block_upto(const DevDotEpilogue *e, float *t, float *pb, int
 {
     bool zero = true;
     for (int64_t r = r0; r < r1; r++) {
-        if (softmax_row_upto(e, pb + (r - r0) * n, e->mask + r * n, n, t, zero ? w : n, cols) || !zero)
+        if (softmax_row_upto(e, pb + (r - r0) * n, r, n, t, zero ? w : n, cols) || !zero)
             continue;
         for (int64_t q = r0; q < r; q++) /* their tails: +0, written now */
             memset(pb + (q - r0) * n + w, 0, (size_t)(n - w) * sizeof *pb);
@@ -969,11 +1000,14 @@ IrStatus dev_k_dot_attention(const DevKernelArgs *k, const IrI64List *const perm
                 .n = p.n, .k = p.k, .lda = a.ld, .ldb = b.ld, .ldc = p.n};
     CtGemm gv = {.c = CT_F32, .tb = v.trans, .blas = g.blas, .exact = g.exact, .m = p.m, .n = pv.n, .k = pv.k,
                  .lda = p.n, .ldb = v.ld, .ldc = pv.n};
+    int64_t *ends = NULL;
+    DevDotEpilogue e = with_kept_ends(epi, p.m, p.n, &ends);
     for (int64_t i = 0; i < p.b; i++)
-        attention_one(&g, &gv, lower, epi, a.data + (size_t)batch_offset(&a.batch, i) * sizeof(float),
+        attention_one(&g, &gv, lower, &e, a.data + (size_t)batch_offset(&a.batch, i) * sizeof(float),
                       b.data + (size_t)batch_offset(&b.batch, i) * sizeof(float),
                       (const float *)(const void *)(v.data + (size_t)batch_offset(&v.batch, i) * sizeof(float)),
                       (float *)(void *)r->data + i * p.m * pv.n, pb, t);
+    ts_free(ends);
 done:
     ts_free(a.owned);
     ts_free(b.owned);

@@ -11,8 +11,9 @@
  * fused run gives against naive loops in double (rows not a multiple of
  * the vector width, rows of length 1 and 0, max/min/add reducers, f32 and
  * f64); JAX's layer norm, whose repeated nodes run once, and a row's
- * scalar read in place of its spread, bit for bit the unfused run; and
- * clean allocation failures.
+ * scalar read in place of its spread, bit for bit the unfused run; a
+ * row's max and min (dev_fusion_fold_f32) bit for bit a scalar fold where
+ * no order can change them; and clean allocation failures.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -764,6 +765,69 @@ static void allocation_failures(void **state)
     ir_module_free(m);
 }
 
+/* dev_fusion_fold_f32's max and min (fold_row: AVX-512 where the result
+ * cannot depend on the order, else extreme_f32, else the lanes) against a
+ * scalar fold in element order: the same bits for rows of 0 to 70
+ * elements (tails of every length) with the extreme anywhere, negative
+ * rows, an infinite init or element; a NaN anywhere (or as init) gives a
+ * NaN; rows whose extreme is a zero or a subnormal give the value a scalar
+ * fold gives, the sign of a zero aside. */
+static float scalar_extreme(bool max, float init, const float *x, int n)
+{
+    float a = init;
+    for (int i = 0; i < n; i++)
+        a = max ? (a != a || a >= x[i] ? a : x[i]) : (a != a || a <= x[i] ? a : x[i]);
+    return a;
+}
+
+static void fold_extremes(void **state)
+{
+    (void)state;
+    float x[80];
+    uint32_t z = 5;
+    for (int n = 0; n <= 70; n++)
+        for (int at = 0; at < (n ? n : 1); at += n > 20 ? 7 : 1)
+            for (int mx = 0; mx < 2; mx++)
+                for (int sign = 0; sign < 2; sign++) {
+                    for (int i = 0; i < n; i++) {
+                        z = z * 1664525u + 1013904223u;
+                        x[i] = (sign ? -1.0f : 1.0f) * (1.0f + (float)(z >> 8) * 0x1p-24f);
+                    }
+                    if (n)
+                        x[at] = mx ? 7.5f : -7.5f; /* the extreme, anywhere */
+                    float init = mx ? -INFINITY : INFINITY;
+                    IrOpcode op = mx ? OP_MAXIMUM : OP_MINIMUM;
+                    float want = scalar_extreme(mx, init, x, n), got = dev_fusion_fold_f32(op, init, x, n);
+                    assert_memory_equal(&got, &want, sizeof got);
+                    if (n) { /* an infinite element, then a finite init above it all */
+                        x[n / 2] = mx ? INFINITY : -INFINITY;
+                        want = scalar_extreme(mx, init, x, n);
+                        got = dev_fusion_fold_f32(op, init, x, n);
+                        assert_memory_equal(&got, &want, sizeof got);
+                        x[n / 2] = 1.0f;
+                        float big = mx ? 100.0f : -100.0f;
+                        got = dev_fusion_fold_f32(op, big, x, n);
+                        assert_true(got == big);
+                        x[at] = NAN;
+                        assert_true(isnan(dev_fusion_fold_f32(op, init, x, n)));
+                    }
+                }
+    assert_true(isnan(dev_fusion_fold_f32(OP_MAXIMUM, NAN, x, 40)));
+    /* extremes that are zeros or subnormals: the value (a zero's sign
+     * depends on the order) */
+    for (int n = 1; n <= 40; n++) {
+        for (int i = 0; i < n; i++)
+            x[i] = -1.0f - (float)i;
+        x[n - 1] = 0x1p-140f; /* subnormal */
+        float got = dev_fusion_fold_f32(OP_MAXIMUM, -INFINITY, x, n);
+        assert_true(got == 0x1p-140f || got == 0.0f); /* a flushed mode may compare it as zero */
+        x[n - 1] = -0.0f;
+        x[0] = 0.0f;
+        got = dev_fusion_fold_f32(OP_MAXIMUM, -INFINITY, x, n);
+        assert_true(got == 0.0f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -779,6 +843,7 @@ int main(void)
         cmocka_unit_test(not_fused),
         cmocka_unit_test(transposes),
         cmocka_unit_test(empty_rows),
+        cmocka_unit_test(fold_extremes),
         cmocka_unit_test(allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
