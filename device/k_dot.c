@@ -361,7 +361,7 @@ static DevDotEpilogue with_kept_ends(const DevDotEpilogue *epi, int64_t m, int64
     return e;
 }
 
-/* Row `row` of n (its mask row m) scaled, masked and into its softmax
+/* Row `row` of n (the mask's row r) scaled, masked and into its softmax
  * (DevDotEpilogue), with the row group's operations (fusion_rows.c) in
  * its order on each element: the max, x - m, exp, the sum, e / z. Where
  * the mask keeps nothing from column hi on, the columns [hi, n) all hold
