@@ -467,8 +467,9 @@ DEV_VECTOR_CLONES static void fast_chunk(const FastNode *prog, int32_t nn, const
  * tie rule; the ops taken are the VECTOR column of ir/hlo_op_sem.def;
  * negate and abs on the sign bit, as the compiler does for -a and fabs;
  * sqrt correctly rounded, as sqrtf is),
- * so results are bit for bit the interpreter's. Partial chunks, other
- * ops, and CPUs without AVX-512 or AVX2 take the interpreter. */
+ * so results are bit for bit the interpreter's. Partial chunks (but a
+ * half one: chunks_range), other ops, and CPUs without AVX-512 or AVX2
+ * take the interpreter. */
 #define REG_VECS (FAST_CHUNK / 16)
 
 enum { REG_ACC = 0, REG_MEM = 1 };
@@ -548,8 +549,8 @@ static RegIsa reg_isa(bool no_avx512)
 }
 
 #define REG_T __attribute__((target("avx512f")))
-#define REG_EACH(S)                          \
-    for (int32_t j = 0; j < REG_VECS; j++) { \
+#define REG_EACH(S)                       \
+    for (int32_t j = 0; j < nvec; j++) { \
         S;                                   \
     }
 #define REG_LD(p) _mm512_loadu_ps((p) + 16 * j)
@@ -578,17 +579,19 @@ REG_T static inline __m512 reg_abs(__m512 a)
     return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MAX)));
 }
 
-/* One full chunk through every node; the last node's value into res[k]
- * of the last node (the result's chunk or its scratch). GCC cannot see
- * that v is written before it is read (and zeroing it first costs a
- * fifth of the function's time: v then lives on the stack at the start),
- * hence the pragma. */
+/* A chunk of 16 nvec elements (nvec a constant once inlined: the whole
+ * chunk, or its half, a run's tail of 128) through every node; the last
+ * node's value into res[k] of the last node (the result's chunk or its
+ * scratch). GCC cannot see that v is written before it is read (and
+ * zeroing it first costs a fifth of the function's time: v then lives on
+ * the stack at the start), hence the pragma. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 /* With `to` (64-byte aligned) the last node goes there with non-temporal
  * stores, straight from the registers, instead of into its chunk. */
-REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res,
-                            float *to)
+REG_T static inline __attribute__((always_inline)) void reg_chunk_of(int32_t nvec, const RegNode *prog, int32_t n,
+                                                                    const float *const *slot, float *const *res,
+                                                                    float *to)
 {
     __m512 v[REG_VECS]; /* the first node reads no REG_ACC (reg_program), so v is set first */
     assert(n > 0 && prog[0].ka != REG_ACC && (prog[0].nopnd < 2 || prog[0].kb != REG_ACC));
@@ -609,7 +612,7 @@ REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *
             float *r = res[f->k];
             if (f->ka == REG_ACC)
                 REG_EACH(_mm512_storeu_ps(r + 16 * j, v[j]))
-            fast_unary(f->op, f->ka == REG_ACC ? r : x, r, FAST_CHUNK);
+            fast_unary(f->op, f->ka == REG_ACC ? r : x, r, 16 * nvec);
             REG_EACH(v[j] = REG_LD(r))
             break;
         }
@@ -621,6 +624,16 @@ REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *
             REG_EACH(_mm512_storeu_ps(r + 16 * j, v[j]))
         }
     }
+}
+
+/* m elements (FAST_CHUNK or half of it) through reg_chunk_of. */
+REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res, float *to,
+                            int64_t m)
+{
+    if (m == FAST_CHUNK)
+        reg_chunk_of(REG_VECS, prog, n, slot, res, to);
+    else
+        reg_chunk_of(REG_VECS / 2, prog, n, slot, res, to);
 }
 #pragma GCC diagnostic pop
 
@@ -694,14 +707,14 @@ REG2_T static inline __m256 reg2_abs(__m256 a)
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-/* reg_chunk in AVX2, a quarter of the chunk at a time; `to` 32-byte
- * aligned at least. */
+/* reg_chunk in AVX2 over m elements (a multiple of 64), a quarter of
+ * the whole chunk at a time; `to` 32-byte aligned at least. */
 REG2_T static void reg2_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res,
-                              float *to)
+                              float *to, int64_t m)
 {
     __m256 v[REG2_VECS]; /* the first node reads no REG_ACC (reg_program), so v is set first */
     assert(n > 0 && prog[0].ka != REG_ACC && (prog[0].nopnd < 2 || prog[0].kb != REG_ACC));
-    for (int32_t q = 0; q < FAST_CHUNK; q += 8 * REG2_VECS) {
+    for (int32_t q = 0; q < m; q += 8 * REG2_VECS) {
         for (int32_t k = 0; k < n; k++) {
             const RegNode *f = &prog[k];
             const float *x = slot[f->a], *y = slot[f->b];
@@ -750,15 +763,15 @@ static RegIsa reg_isa(bool no_avx512)
 }
 
 static void reg_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res,
-                      float *to)
+                      float *to, int64_t m)
 {
-    (void)prog, (void)n, (void)slot, (void)res, (void)to;
+    (void)prog, (void)n, (void)slot, (void)res, (void)to, (void)m;
 }
 
 static void reg2_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res,
-                       float *to)
+                       float *to, int64_t m)
 {
-    (void)prog, (void)n, (void)slot, (void)res, (void)to;
+    (void)prog, (void)n, (void)slot, (void)res, (void)to, (void)m;
 }
 #endif
 
@@ -911,9 +924,15 @@ static void chunks_setup(Run *r, const IrComputation *c, Chunks *ch)
  * element first0 written at out[0]. With `direct` the root writes
  * straight into the result; otherwise (the result is a leaf's buffer,
  * read in the same chunk) into its own buffer, copied out after the
- * chunk. So do the extra outputs, each by whether a leaf lent it its
+ * chunk. The register path writes it straight there either way: its
+ * root is the last node, and stores its chunk only after every load of
+ * the chunk (a dot's consumers, whose result is the dot's buffer, spent
+ * a third of this function's time in that copy: BENCHMARKS.md, "Stop
+ * 60"). So do the extra outputs, each by whether a leaf lent it its
  * buffer. With `stream` the outputs go through their chunks and on with
- * non-temporal stores (the caller fences). */
+ * non-temporal stores (the caller fences). Whole chunks and a run's
+ * tail of half a chunk (the GEMM's strips of 384 columns: 256 + 128) go
+ * through the register path, other tails through the interpreter. */
 static void chunks_range(Run *r, const IrComputation *c, Chunks *ch, int64_t first0, int64_t total, uint8_t *out,
                          bool direct, bool stream)
 {
@@ -936,13 +955,14 @@ static void chunks_range(Run *r, const IrComputation *c, Chunks *ch, int64_t fir
             else if (ch->cut[k])
                 dev_broadcast_range(&c->instr[g->nodes[k]].shape, &r->sstr[k * IR_MAX_RANK], r->src[k],
                                     first, m, r->scratch[k]);
-        res[nn - 1] = direct && !stream ? o : (float *)r->scratch[nn - 1];
+        bool in_regs = ch->regs && (m == FAST_CHUNK || m == FAST_CHUNK / 2);
+        bool to_o = !stream && (direct || (in_regs && r->nx == 0));
+        res[nn - 1] = to_o ? o : (float *)r->scratch[nn - 1];
         for (int32_t e = 0; e < r->nx; e++) /* an extra output's node writes into it, read back from there */
             if (!r->xlent[e] && !stream)
                 slot[nl + r->xnode[e]] = res[r->xnode[e]] = (float *)r->xout[e] + first;
-        bool in_regs = ch->regs && m == FAST_CHUNK;
         if (in_regs)
-            (ch->isa == REG_AVX512 ? reg_chunk : reg2_chunk)(ch->rprog, ch->nr, slot, res, reg_stream ? o : NULL);
+            (ch->isa == REG_AVX512 ? reg_chunk : reg2_chunk)(ch->rprog, ch->nr, slot, res, reg_stream ? o : NULL, m);
         else
             fast_chunk(ch->prog, nn, slot, res, m);
         for (int32_t e = 0; e < r->nx; e++) {
@@ -952,7 +972,7 @@ static void chunks_range(Run *r, const IrComputation *c, Chunks *ch, int64_t fir
         }
         if (in_regs && reg_stream)
             continue;
-        if ((!direct || stream) && !(stream && stream_f32(o, res[nn - 1], m)))
+        if (!to_o && !(stream && stream_f32(o, res[nn - 1], m)))
             memcpy(o, res[nn - 1], (size_t)m * 4);
     }
 }
@@ -1327,18 +1347,23 @@ static void feeds_part(const IrComputation *c, const DevFusionGroup *g, DevFusio
 }
 
 /* DevDotEpilogue.ahead: the other leaves read element for element over
- * [first, first + n) fetched into L2 while the GEMM computes. Read in
- * short runs of a strip's rows, they would come from memory at its
- * latency when the strip is handed over (the SGD update's weight: its
- * loads were 3/4 of the fused update's time); fetched in a burst there,
- * the fetches waited for each other. */
+ * [first, first + n) fetched while the GEMM computes. Read in short runs
+ * of a strip's rows, they would come from memory at its latency when the
+ * strip is handed over (the SGD update's weight: its loads were 3/4 of
+ * the fused update's time); fetched in a burst there, the fetches waited
+ * for each other. Fetched for L1 (prefetcht0), which fills L2 on the way:
+ * the B panels stream the lines out of L1 again before the strip comes,
+ * but a hint for L2 alone (prefetcht1) left them in memory on the Zen 5
+ * machine, where the update over a weight of 8 MiB then cost 1.2 ms a
+ * product above the same chain without the weight, against 0.4 with
+ * prefetcht0 (BENCHMARKS.md, "Stop 60"). */
 static void feeds_ahead(void *ctx, int64_t first, int64_t n)
 {
     const Feeds *f = ctx;
     for (int32_t l = 0; f->chunks && l < f->r.g->nleaves; l++)
         if (l != f->vleaf && f->ch.whole[l])
             for (int64_t e = first; e < first + n; e += 16)
-                __builtin_prefetch(f->r.lbase[l] + e * 4, 0, 2);
+                __builtin_prefetch(f->r.lbase[l] + e * 4, 0, 3);
 }
 
 static IrStatus run_feeds(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,

@@ -84,6 +84,26 @@ static const char *gelu_hlo =
     "  ROOT r = f32[2,29,96] multiply(t6, t5)\n"
     "}\n";
 
+/* An update of a weight 1000 columns wide: tessel's own GEMM hands its
+ * strips over 384 columns at a time (256 + 128 elements a row: a whole
+ * chunk and a half one in the register path), then 232 (the
+ * interpreter's tail); the weight a leaf fetched ahead (feeds_ahead), a
+ * math function in the chain. */
+static const char *wide_hlo =
+    "HloModule w\n"
+    "ENTRY main {\n"
+    "  x = f32[24,64] parameter(0)\n"
+    "  g = f32[24,1000] parameter(1)\n"
+    "  w = f32[64,1000] parameter(2)\n"
+    "  lr = f32[] parameter(3)\n"
+    "  d = f32[64,1000] dot(x, g), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+    "  blr = f32[64,1000] broadcast(lr), dimensions={}\n"
+    "  u = f32[64,1000] multiply(blr, d)\n"
+    "  n = f32[64,1000] subtract(w, u)\n"
+    "  t = f32[64,1000] tanh(n)\n"
+    "  ROOT r = f32[64,1000] multiply(t, w)\n"
+    "}\n";
+
 /* A batched dot, its consumer a divide by another array. */
 static const char *batched_hlo =
     "HloModule b\n"
@@ -123,6 +143,9 @@ static void which_dots(void **state)
     ir_module_free(m);
     m = parse_ok(gelu_hlo);
     assert_feeds(m, "d", "d", 16);
+    ir_module_free(m);
+    m = parse_ok(wide_hlo);
+    assert_feeds(m, "d", "d", 6); /* d, blr, u, n, t, r */
     ir_module_free(m);
     m = parse_ok(batched_hlo);
     assert_feeds(m, "d", "d", 2);
@@ -228,7 +251,7 @@ static void fused_is_unfused(const char *hlo, DevExecOptions opt, int32_t runs)
 static void equal_unfused(void **state)
 {
     (void)state;
-    const char *hlo[] = {tanh_hlo, sgd_hlo, gelu_hlo, batched_hlo};
+    const char *hlo[] = {tanh_hlo, sgd_hlo, gelu_hlo, wide_hlo, batched_hlo};
     for (size_t i = 0; i < sizeof hlo / sizeof *hlo; i++) {
         fused_is_unfused(hlo[i], (DevExecOptions){.fuse_small = true}, 1);
         fused_is_unfused(hlo[i], (DevExecOptions){.fusion_block = 7}, 1);

@@ -1179,6 +1179,47 @@ static void register_math_equal_unfused(void **state)
     ir_module_free(m);
 }
 
+/* A run's tail of half a chunk (128 elements) in the register path, and
+ * the register path's root written straight into a result that is a
+ * leaf's buffer (fusion.c, chunks_range), against the unfused kernels bit
+ * for bit, in AVX-512's form and AVX2's: 128 (the half alone), 384 (the
+ * GEMM's strips of 384 columns: 256 + 128), 640 and, for the interpreter,
+ * 200 and 144; each with x a parameter (the root into a fresh result) and
+ * with x reversed first (the reverse dies in the group and lends its
+ * buffer, which the chunks read and overwrite). A math function (tanh)
+ * on the value just computed, a leaf read again after it. */
+static void half_chunks_equal_unfused(void **state)
+{
+    (void)state;
+    static const int sizes[] = {128, 384, 640, 200, 144};
+    static const char *const lhs[] = {"x", "rx"};
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+        for (int v = 0; v < 2; v++) {
+            int n = sizes[z];
+            char hlo[1024];
+            snprintf(hlo, sizeof hlo,
+                     "HloModule hc\n"
+                     "ENTRY main {\n"
+                     "  x = f32[%d] parameter(0)\n"
+                     "  y = f32[%d] parameter(1)\n"
+                     "  rx = f32[%d] reverse(x), dimensions={0}\n"
+                     "  a = f32[%d] add(%s, y)\n"
+                     "  sq = f32[%d] multiply(a, a)\n"
+                     "  t = f32[%d] tanh(sq)\n"
+                     "  s = f32[%d] subtract(t, y)\n"
+                     "  mx = f32[%d] maximum(s, a)\n"
+                     "  ROOT r = f32[%d] negate(mx)\n"
+                     "}\n",
+                     n, n, n, n, lhs[v], n, n, n, n, n);
+            IrModule *m = parse_ok(hlo);
+            int64_t dims[] = {n};
+            DevValue *args[2] = {val(IR_F32, 1, dims, NULL), val(IR_F32, 1, dims, NULL)};
+            fill_specials(args, 2, 31 + (uint32_t)n, 1 << 20, true);
+            assert_fused_is_unfused(m, 2, args, true);
+            ir_module_free(m);
+        }
+}
+
 /* A result of at least 32 MiB goes out with non-temporal stores
  * (fusion.c, STREAM_CAP): the benchmark's chain over 8M + 37 elements
  * (32 MiB and a partial chunk), fused against unfused, bit for bit, with
@@ -1670,6 +1711,7 @@ int main(void)
         cmocka_unit_test(chunks_equal_unfused),
         cmocka_unit_test(registers_equal_unfused),
         cmocka_unit_test(register_math_equal_unfused),
+        cmocka_unit_test(half_chunks_equal_unfused),
         cmocka_unit_test(streamed_equals_unfused),
         cmocka_unit_test(periods_equal_unfused),
         cmocka_unit_test(column_groups),
