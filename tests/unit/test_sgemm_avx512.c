@@ -12,7 +12,8 @@
  * 512, m past 192, n past 768); C's padding untouched. beta 0 does not
  * read C (NaN there is overwritten), alpha 0 and k 0 leave beta C. Exact
  * where f32 is: small integers give the integer sums bit for bit. B packed
- * once and kept (packed.c) gives the unkept product's bits.
+ * once and kept (packed.c) gives the unkept product's bits, A stored
+ * transposed the plain one's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -197,6 +198,42 @@ static void kept_b_same_bits(void **state)
     dev_value_unref(w);
 }
 
+/* A transposed op(A) packs into the panels its plain form packs into
+ * (eight panels at a time from each of A's rows where 64 rows remain,
+ * then one at a time), so the product of A stored transposed has the bits
+ * of the same product of A stored plain: m of one group of eight panels,
+ * groups and a remainder, past MC's 192 rows and MA's 512, with leading
+ * dimensions wider than the matrix, unkept B and B wider than 768 (packed
+ * whole, run in the kept loop order). */
+static void transposed_a_same_bits(void **state)
+{
+    (void)state;
+    if (!kernel())
+        skip();
+    static const int shapes[][3] = {{64, 50, 257}, {100, 800, 70}, {200, 48, 300}, {600, 1000, 65}, {72, 33, 9}};
+    uint64_t z = 11;
+    for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++) {
+        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], lda = k + 3, ldt = m + 5;
+        float *a = malloc((size_t)m * lda * sizeof *a), *at = malloc((size_t)k * ldt * sizeof *at);
+        float *b = malloc((size_t)k * n * sizeof *b);
+        float *c = malloc((size_t)m * n * sizeof *c), *ct = malloc((size_t)m * n * sizeof *ct);
+        assert_true(a && at && b && c && ct);
+        for (int i = 0; i < m; i++)
+            for (int p = 0; p < k; p++)
+                at[p * ldt + i] = a[i * lda + p] = sgemm_draw(&z);
+        for (int i = 0; i < k * n; i++)
+            b[i] = sgemm_draw(&z);
+        assert_true(dev_sgemm_avx512_rowmajor(false, false, m, n, k, 1.5f, a, lda, b, n, 0, c, n));
+        assert_true(dev_sgemm_avx512_rowmajor(true, false, m, n, k, 1.5f, at, ldt, b, n, 0, ct, n));
+        assert_memory_equal(ct, c, (size_t)m * n * sizeof *c);
+        free(a);
+        free(at);
+        free(b);
+        free(c);
+        free(ct);
+    }
+}
+
 int main(void)
 {
     /* m 0: true exactly where the kernel can run here */
@@ -211,6 +248,7 @@ int main(void)
         cmocka_unit_test(over_blocks),
         cmocka_unit_test(empty_sums_and_exact_integers),
         cmocka_unit_test(kept_b_same_bits),
+        cmocka_unit_test(transposed_a_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
