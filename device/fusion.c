@@ -1290,6 +1290,8 @@ typedef struct Feeds {
     int32_t vleaf; /* v among the part's leaves */
     IrOpcode unary; /* the part is one math function of v (vmath.h), or OP_COUNT */
     IrStatus st;   /* the first kernel error of the block path */
+    int32_t ahead[IR_FUSION_MAX_NODES * MAX_OPND]; /* the leaves feeds_ahead fetches */
+    int32_t nahead;
 } Feeds;
 
 /* DevDotEpilogue.then: c[0..n), the result's elements [first, first + n). */
@@ -1360,10 +1362,9 @@ static void feeds_part(const IrComputation *c, const DevFusionGroup *g, DevFusio
 static void feeds_ahead(void *ctx, int64_t first, int64_t n)
 {
     const Feeds *f = ctx;
-    for (int32_t l = 0; f->chunks && l < f->r.g->nleaves; l++)
-        if (l != f->vleaf && f->ch.whole[l])
-            for (int64_t e = first; e < first + n; e += 16)
-                __builtin_prefetch(f->r.lbase[l] + e * 4, 0, 3);
+    for (int32_t k = 0; k < f->nahead; k++)
+        for (int64_t e = first; e < first + n; e += 16)
+            __builtin_prefetch(f->r.lbase[f->ahead[k]] + e * 4, 0, 3);
 }
 
 static IrStatus run_feeds(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
@@ -1395,8 +1396,13 @@ static IrStatus run_feeds(const IrModule *m, const IrComputation *c, const DevFu
         chunks_setup(&f.r, c, &f.ch);
     else if (st == IR_OK)
         periods_setup(&f.r, c, NULL, f.block);
+    for (int32_t l = 0; st == IR_OK && f.chunks && l < eg.nleaves; l++)
+        if (l != f.vleaf && f.ch.whole[l])
+            f.ahead[f.nahead++] = l;
+    /* Nothing to fetch (a function of v alone, or of v and broadcasts:
+     * mlp's tanh, GELU): no call a tile. */
     DevValue *res = NULL;
-    DevDotEpilogue epi = {.then = feeds_then, .ctx = &f, .ahead = feeds_ahead};
+    DevDotEpilogue epi = {.then = feeds_then, .ctx = &f, .ahead = f.nahead > 0 ? feeds_ahead : NULL};
     if (st == IR_OK)
         st = dev_k_dot_fused(k, perm, v != g->nodes[g->dot] ? &vi->shape : NULL, g->dot_lower, &epi, &res);
     if (st == IR_OK)
