@@ -214,10 +214,10 @@ static void transposed_a_same_bits(void **state)
     uint64_t z = 11;
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++) {
         int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], lda = k + 3, ldt = m + 5;
-        float *a = malloc((size_t)m * lda * sizeof *a), *at = malloc((size_t)k * ldt * sizeof *at);
-        float *b = malloc((size_t)k * n * sizeof *b);
-        float *c = malloc((size_t)m * n * sizeof *c), *ct = malloc((size_t)m * n * sizeof *ct);
-        assert_true(a && at && b && c && ct);
+        size_t na = (size_t)m * lda, nt = (size_t)k * ldt, nb = (size_t)k * n, nc = (size_t)m * n;
+        float *a = malloc((na + nt + nb + 2 * nc) * sizeof *a); /* A, A^T, B, C, C from A^T */
+        assert_non_null(a);
+        float *at = a + na, *b = at + nt, *c = b + nb, *ct = c + nc;
         for (int i = 0; i < m; i++)
             for (int p = 0; p < k; p++)
                 at[p * ldt + i] = a[i * lda + p] = sgemm_draw(&z);
@@ -225,12 +225,8 @@ static void transposed_a_same_bits(void **state)
             b[i] = sgemm_draw(&z);
         assert_true(dev_sgemm_avx512_rowmajor(false, false, m, n, k, 1.5f, a, lda, b, n, 0, c, n));
         assert_true(dev_sgemm_avx512_rowmajor(true, false, m, n, k, 1.5f, at, ldt, b, n, 0, ct, n));
-        assert_memory_equal(ct, c, (size_t)m * n * sizeof *c);
+        assert_memory_equal(ct, c, nc * sizeof *c);
         free(a);
-        free(at);
-        free(b);
-        free(c);
-        free(ct);
     }
 }
 
