@@ -16,13 +16,18 @@
  * the row-major product of the transposes, operands swapped): op(B) is
  * packed KC rows by NC columns at a time into panels NR = 16 NV columns
  * wide (row p of a panel: its NR elements, three cache lines; the block
- * stays in L2), op(A) MC rows by KC at a time into panels of MR rows
- * (column p of a panel: its MR elements; 8 x 8 transposes where A is not
- * transposed). The micro-kernel keeps an MR x NR tile of C in MR * NV zmm
- * accumulators, loads NV vectors of B's panel and broadcasts MR elements
- * of A's per step of k; an A panel (8 KiB) stays in L1 while the kernel
- * runs it against every B panel of the block, whose lines it prefetches
- * PREFETCH_B steps ahead, and C's tile is prefetched as its sum starts.
+ * stays in L2), a transposed op(A) MC rows by KC at a time into panels of
+ * MR rows (column p of a panel: its MR elements). A plain A is read in
+ * place, MR rows lda apart, where a block of its rows is whole strips of
+ * MR (else packed as the transposed one, by 8 x 8 transposes): its 8 KiB
+ * a strip stay in L1 as a panel would, and the transposes cost more than
+ * the strided reads (block-infer's step with every product in this kernel
+ * 36.1 ms packed, 35.5 in place; BENCHMARKS.md, "Stop 60"). The
+ * micro-kernel keeps an MR x NR tile of C in MR * NV zmm accumulators,
+ * loads NV vectors of B's panel and broadcasts MR elements of A's per step
+ * of k; A's strip stays in L1 while the kernel runs it against every B
+ * panel of the block, whose lines it prefetches PREFETCH_B steps ahead,
+ * and C's tile is prefetched as its sum starts.
  * Tiles of 8 x 48 beat 12 x 32, 14 x 32 and 6 x 64 on the Intel machine
  * and again on an AMD Zen 5 (BENCHMARKS.md, "Stop 59").
  * Panels are zero-padded to whole tiles, so the kernel always runs whole;
@@ -94,12 +99,13 @@ static __mmask16 lanes16(int64_t left)
 }
 
 /* C's MR x 16 nv tile at c (rows < rows, the columns mask[j] of vector
- * j) from kc steps of A's panel ap and the first nv vectors of B's panel
- * bp: acc * alpha, plus C * beta when `first` (beta 0: C not read), else
+ * j) from kc steps of A's panel ap (with lda, A's MR rows in place from
+ * ap, lda apart: the same elements, so the same bits) and the first nv
+ * vectors of B's panel bp: acc * alpha, plus C * beta when `first` (beta 0: C not read), else
  * plus C. Inlined with a constant nv into tile (all NV) and the narrower
  * tiles of a last panel of 16 or 32 columns (n = 64 would otherwise run
  * a third of its FMAs on padding). */
-AVX512_TARGET static inline __attribute__((always_inline)) void tile_of(int nv, int64_t kc, const float *restrict ap, const float *restrict bp, float *c, int64_t ldc,
+AVX512_TARGET static inline __attribute__((always_inline)) void tile_of(int nv, int64_t lda, int64_t kc, const float *restrict ap, const float *restrict bp, float *c, int64_t ldc,
                                int rows, const __mmask16 mask[NV], float alpha, float beta, bool first)
 {
     __m512 acc[MR][NV];
@@ -118,7 +124,7 @@ AVX512_TARGET static inline __attribute__((always_inline)) void tile_of(int nv, 
             b[j] = _mm512_load_ps(bp + p * NR + 16 * j);
 #pragma GCC unroll 32
         for (int i = 0; i < MR; i++) {
-            __m512 a = _mm512_set1_ps(ap[p * MR + i]);
+            __m512 a = _mm512_set1_ps(lda ? ap[i * lda + p] : ap[p * MR + i]);
             for (int j = 0; j < nv; j++)
                 acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
         }
@@ -138,19 +144,30 @@ AVX512_TARGET static inline __attribute__((always_inline)) void tile_of(int nv, 
 #define TILE_ARGS                                                                                          \
     int64_t kc, const float *restrict ap, const float *restrict bp, float *c, int64_t ldc, int rows,              \
         const __mmask16 mask[NV], float alpha, float beta, bool first
-AVX512_TARGET static void tile(TILE_ARGS)
+/* The tiles of 48, 32 and 16 columns, from A's packed panel (lda 0) or
+ * from A in place (one instantiation each). */
+AVX512_TARGET static void tile(int64_t lda, TILE_ARGS)
 {
-    tile_of(NV, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
+    if (lda)
+        tile_of(NV, lda, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
+    else
+        tile_of(NV, 0, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
 }
 
-AVX512_TARGET static void tile32(TILE_ARGS)
+AVX512_TARGET static void tile32(int64_t lda, TILE_ARGS)
 {
-    tile_of(2, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
+    if (lda)
+        tile_of(2, lda, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
+    else
+        tile_of(2, 0, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
 }
 
-AVX512_TARGET static void tile16(TILE_ARGS)
+AVX512_TARGET static void tile16(int64_t lda, TILE_ARGS)
 {
-    tile_of(1, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
+    if (lda)
+        tile_of(1, lda, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
+    else
+        tile_of(1, 0, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
 }
 
 /* The 8 x 8 block at src (row stride lds) transposed into dst (row
@@ -278,12 +295,13 @@ static int64_t round_up(int64_t x, int64_t to)
 }
 
 /* C's rows i0.. (mb) by columns j0.. (nb) += (alpha) the k block p0 (kb)
- * of A's packed block pa and B's pb, tile by tile (the first k block
- * scales C by beta instead of adding). `then` (the last k block's, else
+ * of A's packed block pa (lda 0) or of A in place (pa its element (i0,
+ * p0), rows lda apart; mb whole strips) and B's pb, tile by tile (the
+ * first k block scales C by beta instead of adding). `then` (the last k block's, else
  * NULL): told of each tile, then given each strip of MR rows. */
-AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool first, const float *pa, const float *pb,
-                                    float *c, int64_t ldc, float alpha, float beta, const DevGemmThen *then,
-                                    int64_t i0, int64_t j0)
+AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool first, const float *pa, int64_t lda,
+                                    const float *pb, float *c, int64_t ldc, float alpha, float beta,
+                                    const DevGemmThen *then, int64_t i0, int64_t j0)
 {
     for (int64_t r = 0; r < mb; r += MR) {
         for (int64_t s = 0; s < nb; s += NR) {
@@ -291,8 +309,9 @@ AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool fir
             for (int j = 0; j < NV; j++)
                 mask[j] = lanes16(nb - s - 16 * j);
             int64_t cols = nb - s;
-            (cols <= 16 ? tile16 : cols <= 32 ? tile32 : tile)(kb, pa + r * kb, pb + s * kb, c + r * ldc + s, ldc,
-                                                               (int)min64(MR, mb - r), mask, alpha, beta, first);
+            (cols <= 16 ? tile16 : cols <= 32 ? tile32 : tile)(lda, kb, pa + r * (lda ? lda : kb), pb + s * kb,
+                                                               c + r * ldc + s, ldc, (int)min64(MR, mb - r), mask,
+                                                               alpha, beta, first);
             if (then && then->tile)
                 then->tile(then->ctx, i0 + r, min64(MR, mb - r), j0 + s, min64(NR, cols));
         }
@@ -308,10 +327,11 @@ AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool fir
  * make, so a kept product has the bits of an unkept one).
  * Two loop orders, each tile of C summing its k blocks in order from the
  * same panels either way (the same bits): B's column blocks outermost
- * (BLIS's), A's blocks of MC rows packed once per column block and k
- * block; or, where B is kept, the k blocks outermost and A's blocks of MA
- * rows packed once a product, B's kept column blocks (NC_KEPT) the inner
- * loop (A was packed 3 times on n = 2048 the other way: kept products ran
+ * (BLIS's), A's blocks of MC rows packed (or read in place) once per
+ * column block and k block; or, where B is kept, the k blocks outermost
+ * and A's blocks of MA rows packed once a product (or read in place),
+ * B's kept column blocks (NC_KEPT) the inner loop (A was packed 3 times
+ * on n = 2048 the other way: kept products ran
  * 2-5 % faster so, BENCHMARKS.md, gemm49). An unkept B wider than NC is
  * packed whole first into a thread's buffer and run as kept (rowmajor):
  * A is then packed once, B still once (the A-transposed weight gradients
@@ -325,12 +345,14 @@ AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64
             int64_t kb = min64(KC, k - p0);
             for (int64_t i0 = 0; i0 < m; i0 += MA) {
                 int64_t mb = min64(MA, m - i0);
-                pack_a(a, lda, ta, i0, mb, p0, kb, pa);
+                bool direct = !ta && mb % MR == 0;
+                if (!direct)
+                    pack_a(a, lda, ta, i0, mb, p0, kb, pa);
                 for (int64_t j0 = 0; j0 < n; j0 += NC_KEPT) {
                     int64_t nb = min64(NC_KEPT, n - j0);
                     const float *block = kept + p0 * round_up(n, NR) + kb * j0;
-                    run_block(mb, nb, kb, p0 == 0, pa, block, c + i0 * ldc + j0, ldc, alpha, beta,
-                              p0 + kb >= k ? then : NULL, i0, j0);
+                    run_block(mb, nb, kb, p0 == 0, direct ? a + i0 * lda + p0 : pa, direct ? lda : 0, block,
+                              c + i0 * ldc + j0, ldc, alpha, beta, p0 + kb >= k ? then : NULL, i0, j0);
                 }
             }
         }
@@ -343,9 +365,11 @@ AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64
             pack_b(b, ldb, tb, p0, kb, j0, nb, pb);
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
                 int64_t mb = min64(MC, m - i0);
-                pack_a(a, lda, ta, i0, mb, p0, kb, pa);
-                run_block(mb, nb, kb, p0 == 0, pa, pb, c + i0 * ldc + j0, ldc, alpha, beta,
-                          p0 + kb >= k ? then : NULL, i0, j0);
+                bool direct = !ta && mb % MR == 0;
+                if (!direct)
+                    pack_a(a, lda, ta, i0, mb, p0, kb, pa);
+                run_block(mb, nb, kb, p0 == 0, direct ? a + i0 * lda + p0 : pa, direct ? lda : 0, pb,
+                          c + i0 * ldc + j0, ldc, alpha, beta, p0 + kb >= k ? then : NULL, i0, j0);
             }
         }
     }
@@ -529,7 +553,7 @@ double dev_sgemm_avx512_tile_flops(int64_t reps)
     for (int j = 0; j < NV; j++)
         mask[j] = 0xffff;
     for (int64_t r = 0; r < reps; r++)
-        tile(K, ap, bp, c, NR, MR, mask, 1.0f, 1.0f, false);
+        tile(0, K, ap, bp, c, NR, MR, mask, 1.0f, 1.0f, false);
     /* the sums read, so the calls are not dead */
     volatile float sink = c[0];
     (void)sink;

@@ -198,19 +198,23 @@ static void kept_b_same_bits(void **state)
     dev_value_unref(w);
 }
 
-/* A transposed op(A) packs into the panels its plain form packs into
- * (eight panels at a time from each of A's rows where 64 rows remain,
- * then one at a time), so the product of A stored transposed has the bits
- * of the same product of A stored plain: m of one group of eight panels,
- * groups and a remainder, past MC's 192 rows and MA's 512, with leading
- * dimensions wider than the matrix, unkept B and B wider than 768 (packed
- * whole, run in the kept loop order). */
+/* A transposed op(A) packs into panels (eight at a time from each of A's
+ * rows where 64 rows remain, then one at a time) holding the elements a
+ * plain A gives the kernel, read in place where a block of its rows is
+ * whole strips of 8 (else packed by transposes), so the product of A
+ * stored transposed has the bits of the same product of A stored plain:
+ * m of one group of eight panels, groups and a remainder, past MC's 192
+ * rows and MA's 512; A in place (64, 200, 600, 72), packed (100), and both
+ * in one product (203: a block of 192 in place, then 11 rows packed); with
+ * leading dimensions wider than the matrix, unkept B and B wider than 768
+ * (packed whole, run in the kept loop order). */
 static void transposed_a_same_bits(void **state)
 {
     (void)state;
     if (!kernel())
         skip();
-    static const int shapes[][3] = {{64, 50, 257}, {100, 800, 70}, {200, 48, 300}, {600, 1000, 65}, {72, 33, 9}};
+    static const int shapes[][3] = {{64, 50, 257}, {100, 800, 70}, {200, 48, 300},
+                                    {600, 1000, 65}, {72, 33, 9}, {203, 60, 40}};
     uint64_t z = 11;
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++) {
         int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], lda = k + 3, ldt = m + 5;
