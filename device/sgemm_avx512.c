@@ -101,12 +101,13 @@ static __mmask16 lanes16(int64_t left)
 /* C's MR x 16 nv tile at c (rows < rows, the columns mask[j] of vector
  * j) from kc steps of A's panel ap (with lda, A's MR rows in place from
  * ap, lda apart: the same elements, so the same bits) and the first nv
- * vectors of B's panel bp: acc * alpha, plus C * beta when `first` (beta 0: C not read), else
- * plus C. Inlined with a constant nv into tile (all NV) and the narrower
+ * vectors of B's panel bp: acc * alpha, plus C * beta when `first`
+ * (beta 0: C not read), else plus C. Inlined with a constant nv into tile (all NV) and the narrower
  * tiles of a last panel of 16 or 32 columns (n = 64 would otherwise run
  * a third of its FMAs on padding). */
-AVX512_TARGET static inline __attribute__((always_inline)) void tile_of(int nv, int64_t lda, int64_t kc, const float *restrict ap, const float *restrict bp, float *c, int64_t ldc,
-                               int rows, const __mmask16 mask[NV], float alpha, float beta, bool first)
+AVX512_TARGET static inline __attribute__((always_inline)) void
+tile_of(int nv, int64_t lda, int64_t kc, const float *restrict ap, const float *restrict bp, float *c, int64_t ldc,
+        int rows, const __mmask16 mask[NV], float alpha, float beta, bool first)
 {
     __m512 acc[MR][NV];
     for (int i = 0; i < MR && i < rows; i++) /* C's lines on their way while the sum runs */
@@ -297,8 +298,9 @@ static int64_t round_up(int64_t x, int64_t to)
 /* C's rows i0.. (mb) by columns j0.. (nb) += (alpha) the k block p0 (kb)
  * of A's packed block pa (lda 0) or of A in place (pa its element (i0,
  * p0), rows lda apart; mb whole strips) and B's pb, tile by tile (the
- * first k block scales C by beta instead of adding). `then` (the last k block's, else
- * NULL): told of each tile, then given each strip of MR rows. */
+ * first k block scales C by beta instead of adding). `then` (the last k
+ * block's, else NULL): told of each tile, then given each strip of MR
+ * rows. */
 AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool first, const float *pa, int64_t lda,
                                     const float *pb, float *c, int64_t ldc, float alpha, float beta,
                                     const DevGemmThen *then, int64_t i0, int64_t j0)
