@@ -13,7 +13,8 @@
  * read C (NaN there is overwritten), alpha 0 and k 0 leave beta C. Exact
  * where f32 is: small integers give the integer sums bit for bit. B packed
  * once and kept (packed.c) gives the unkept product's bits, A stored
- * transposed the plain one's.
+ * transposed the plain one's, and alpha 1 (a whole tile's own path) the
+ * bits of alpha -1 negated.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -234,6 +235,52 @@ static void transposed_a_same_bits(void **state)
     }
 }
 
+/* A whole tile of a product whose alpha is 1 runs its own instantiation
+ * (plain stores, no multiply by alpha), other tiles and other alphas the
+ * masked one. Negation is exact and rounding to nearest is symmetric, so
+ * alpha -1 on -C gives the bits of alpha 1 on C negated, whichever tile
+ * computed them: whole tiles and tails, k over two blocks, beta 0 and 1,
+ * A plain and transposed, B unkept and (alpha 1, beta 0) kept. */
+static void alpha_one_whole_tiles_same_bits(void **state)
+{
+    (void)state;
+    if (!kernel())
+        skip();
+    static const int shapes[][3] = {{64, 96, 300}, {17, 100, 600}, {40, 48, 7}, {600, 800, 260}};
+    uint64_t z = 13;
+    for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
+        for (int v = 0; v < 8; v++) {
+            bool ta = v & 1, kept = v & 2;
+            float beta = (v & 4) ? 1.0f : 0.0f;
+            int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+            float *a = malloc((na + nb + 2 * nc) * sizeof *a); /* A, B, C for alpha 1, C for alpha -1 */
+            assert_non_null(a);
+            float *b = a + na, *c = b + nb, *cn = c + nc;
+            for (size_t i = 0; i < na; i++)
+                a[i] = sgemm_draw(&z);
+            for (size_t i = 0; i < nb; i++)
+                b[i] = sgemm_draw(&z);
+            for (size_t i = 0; i < nc; i++)
+                cn[i] = -(c[i] = sgemm_draw(&z));
+            int lda = ta ? m : k;
+            if (kept && !ta && beta == 0) { /* kept B (alpha 1, beta 0) against the unkept alpha -1 */
+                DevSgemmAvx512B *x = dev_sgemm_avx512_pack_b(n, k, b, false, n);
+                assert_non_null(x);
+                assert_true(dev_sgemm_avx512_run_b(x, m, a, lda, c, n));
+                dev_sgemm_avx512_b_free(x);
+            } else {
+                assert_true(dev_sgemm_avx512_rowmajor(ta, false, m, n, k, 1, a, lda, b, n, beta, c, n));
+            }
+            assert_true(dev_sgemm_avx512_rowmajor(ta, false, m, n, k, -1, a, lda, b, n, beta, cn, n));
+            for (size_t i = 0; i < nc; i++)
+                if (c[i] != -cn[i] || signbit(c[i]) == signbit(cn[i]))
+                    fail_msg("%dx%dx%d (v %d) element %zu: alpha 1 gives %a, alpha -1 %a", m, n, k, v, i,
+                             (double)c[i], (double)cn[i]);
+            free(a);
+        }
+}
+
 int main(void)
 {
     /* m 0: true exactly where the kernel can run here */
@@ -249,6 +296,7 @@ int main(void)
         cmocka_unit_test(empty_sums_and_exact_integers),
         cmocka_unit_test(kept_b_same_bits),
         cmocka_unit_test(transposed_a_same_bits),
+        cmocka_unit_test(alpha_one_whole_tiles_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
