@@ -32,10 +32,11 @@
  * and again on an AMD Zen 5 (BENCHMARKS.md, "Stop 59").
  * Panels are zero-padded to whole tiles, so the kernel always runs whole;
  * C's edges are masked stores (rows past m are not stored, columns past n
- * masked off), so any m, n, k and strides work; a whole tile of a product
- * whose alpha is 1 runs an instantiation with plain stores (tile_whole). The first KC block
- * scales C by beta (beta 0 does not read C: a NaN there is overwritten,
- * as BLAS says), the later ones add to it; alpha scales each block's sum.
+ * masked off), so any m, n, k and strides work (a whole tile of a product
+ * whose alpha is 1 and beta 0 runs an instantiation with plain stores:
+ * tile_whole). The first KC block scales C by beta (beta 0 does not read
+ * C: a NaN there is overwritten, as BLAS says), the later ones add to it;
+ * alpha scales each block's sum.
  * A caller's DevGemmThen (a dot's elementwise consumers, k_dot.c) runs on
  * each strip of MR rows of a block right after the last KC block stores
  * it, while the strip (up to 24 KiB) is in L1, and hears of each tile.
@@ -172,22 +173,23 @@ AVX512_TARGET static void tile16(int64_t lda, TILE_ARGS)
         tile_of(1, 0, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
 }
 
-/* A whole tile (MR rows, NR columns) of a product whose alpha is 1 (a
- * dot's): tile_of with those constants, so its stores are plain (no mask
- * register) and nothing multiplies the sum by alpha (acc * 1 is acc, NaN
- * included: the same bits). The generic tile's masks and rows at run time
- * cost 2-3 % of run_block's rate on whole tiles (a C program on the AMD
- * machine: 0.95-0.96 of the FMA loop against 0.97-0.99; BENCHMARKS.md,
- * "Stop 61"). */
+/* A whole tile (MR rows, NR columns) of a product whose alpha is 1 and
+ * beta 0 (a dot's): tile_of with those constants, so its stores are plain
+ * (no mask register) and nothing multiplies the sum by alpha (acc * 1 is
+ * acc, NaN included: the same bits). The generic tile's masks, rows, alpha
+ * and beta at run time cost 2-3 % of run_block's rate on whole tiles (a C
+ * program on the AMD machine: 0.95-0.96 of the FMA loop against
+ * 0.97-0.99; BENCHMARKS.md, "Stop 61"). The last panels of 32 and 16
+ * columns so gained nothing measurable (attention's products). */
 static const __mmask16 whole_mask[NV] = {0xffff, 0xffff, 0xffff};
 
 AVX512_TARGET static void tile_whole(int64_t lda, int64_t kc, const float *restrict ap, const float *restrict bp,
-                                     float *c, int64_t ldc, float beta, bool first)
+                                     float *c, int64_t ldc, bool first)
 {
     if (lda)
-        tile_of(NV, lda, kc, ap, bp, c, ldc, MR, whole_mask, 1.0f, beta, first);
+        tile_of(NV, lda, kc, ap, bp, c, ldc, MR, whole_mask, 1.0f, 0.0f, first);
     else
-        tile_of(NV, 0, kc, ap, bp, c, ldc, MR, whole_mask, 1.0f, beta, first);
+        tile_of(NV, 0, kc, ap, bp, c, ldc, MR, whole_mask, 1.0f, 0.0f, first);
 }
 
 /* The 8 x 8 block at src (row stride lds) transposed into dst (row
@@ -327,8 +329,8 @@ AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool fir
     for (int64_t r = 0; r < mb; r += MR) {
         for (int64_t s = 0; s < nb; s += NR) {
             int64_t cols = nb - s;
-            if (cols >= NR && mb - r >= MR && alpha == 1.0f) {
-                tile_whole(lda, kb, pa + r * (lda ? lda : kb), pb + s * kb, c + r * ldc + s, ldc, beta, first);
+            if (cols >= NR && mb - r >= MR && alpha == 1.0f && beta == 0.0f) {
+                tile_whole(lda, kb, pa + r * (lda ? lda : kb), pb + s * kb, c + r * ldc + s, ldc, first);
             } else {
                 __mmask16 mask[NV];
                 for (int j = 0; j < NV; j++)

@@ -13,8 +13,8 @@
  * read C (NaN there is overwritten), alpha 0 and k 0 leave beta C. Exact
  * where f32 is: small integers give the integer sums bit for bit. B packed
  * once and kept (packed.c) gives the unkept product's bits, A stored
- * transposed the plain one's, and alpha 1 (a whole tile's own path) the
- * bits of alpha -1 negated.
+ * transposed the plain one's, and alpha 1 (a whole tile's own path at
+ * beta 0) the bits of alpha -1 negated.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -235,18 +235,19 @@ static void transposed_a_same_bits(void **state)
     }
 }
 
-/* A whole tile of a product whose alpha is 1 runs its own instantiation
- * (plain stores, no multiply by alpha), other tiles and other alphas the
- * masked one. Negation is exact and rounding to nearest is symmetric, so
- * alpha -1 on -C gives the bits of alpha 1 on C negated, whichever tile
- * computed them: whole tiles and tails, k over two blocks, beta 0 and 1,
- * A plain and transposed, B unkept and (alpha 1, beta 0) kept. */
+/* A whole tile of a product whose alpha is 1 and beta 0 runs its own
+ * instantiation (plain stores, no multiply by alpha), other tiles and
+ * other products the masked one. Negation is exact and rounding to
+ * nearest is symmetric, so alpha -1 on -C gives the bits of alpha 1 on C
+ * negated, whichever tile computed them: whole tiles and tails (last
+ * panels of 4, 16 and 32 columns), k over two blocks, beta 0 and 1, A
+ * plain and transposed, B unkept and (alpha 1, beta 0) kept. */
 static void alpha_one_whole_tiles_same_bits(void **state)
 {
     (void)state;
     if (!kernel())
         skip();
-    static const int shapes[][3] = {{64, 96, 300}, {17, 100, 600}, {40, 48, 7}, {600, 800, 260}};
+    static const int shapes[][3] = {{64, 96, 300}, {17, 100, 600}, {40, 48, 7}, {24, 64, 130}, {600, 800, 260}};
     uint64_t z = 13;
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         for (int v = 0; v < 8; v++) {
