@@ -227,6 +227,21 @@ bool dev_sgemm_avx512_run_b(const DevSgemmAvx512B *p, int64_t m, const float *a,
 bool dev_sgemm_avx512_run_b_then(const DevSgemmAvx512B *p, int64_t m, const float *a, int64_t lda, float *c,
                                  int64_t ldc, const DevGemmThen *then);
 size_t dev_sgemm_avx512_b_bytes(const DevSgemmAvx512B *p);
+/* sgemm_avx512.c: op(B) (k x n) packed as above into a caller's buffer
+ * (64-byte aligned, dev_sgemm_avx512_b_floats(n, k) floats), for products
+ * that read part of it: dev_sgemm_avx512_run_part computes C[m,n] =
+ * op(A)[m,k] times the first k rows and n columns of a B packed for kk
+ * rows and kn columns (n <= kn, k <= kk; alpha 1, beta 0), with the bits
+ * the unkept product of that part of B has (attention's blocks read K and
+ * V packed once a head, k_dot.c). false: no AVX-512 here, a buffer not
+ * aligned, an empty product, or no memory for A's packing (the caller
+ * computes it otherwise). dev_sgemm_avx512_is: whether f is this
+ * kernel's function (dev_sgemm_avx512's). */
+size_t dev_sgemm_avx512_b_floats(int64_t n, int64_t k);
+bool dev_sgemm_avx512_pack_b_into(float *buf, int64_t n, int64_t k, const float *b, bool tb, int64_t ldb);
+bool dev_sgemm_avx512_run_part(const float *packed, int64_t kn, int64_t kk, bool ta, int64_t m, int64_t n, int64_t k,
+                               const float *a, int64_t lda, float *c, int64_t ldc);
+bool dev_sgemm_avx512_is(SgemmFn *f);
 void dev_sgemm_avx512_b_free(DevSgemmAvx512B *p);
 /* blas_small.c: the function for the probe's f32 products of `macs`
  * multiply-adds under its PROBE_MIN_MACS at one BLAS thread: OpenBLAS's
@@ -243,6 +258,12 @@ void dev_blas_sgemm_small_note(char *buf, size_t len);
  * itself. For dots that ask for full precision (ct_exact). Call after
  * dev_blas() succeeded. */
 SgemmFn *dev_blas_sgemm_exact(void);
+/* blas_choice.c: the function f (DevBlas.sgemm or dev_blas_sgemm_exact's)
+ * computes a product of `macs` multiply-adds with: f itself, or under the
+ * probe the small products' function (sgemm_probed's rule); NULL where
+ * that depends on more than the size (a large product under the probe:
+ * its shape's, dev_blas_sgemm_shape_lib). */
+SgemmFn *dev_blas_sgemm_for(SgemmFn *f, int64_t macs);
 /* blas_choice.c: the function for DevBlas.sgemm, given OpenBLAS's, by the
  * choice dev_blas_choose_sgemm recorded: OpenBLAS's itself, BLIS's or
  * oneDNN's (NULL, with *why, when it cannot be loaded), or under the probe

@@ -583,6 +583,19 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
         f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/* As sgemm_probed picks (it and this change together). */
+SgemmFn *dev_blas_sgemm_for(SgemmFn *f, int64_t macs)
+{
+    if (f != sgemm_probed)
+        return f;
+    if (macs >= PROBE_MIN_MACS)
+        return NULL; /* per shape, or the watch's: not known from the size */
+    int nt = dev_blas_sgemm_thread_count();
+    if (nt > 1)
+        return macs >= OPENBLAS_POOL_MACS && atomic_load(&chosen_threads) == nt ? atomic_load(&chosen) : openblas_fn;
+    return dev_blas_sgemm_small(openblas_fn, macs);
+}
+
 SgemmFn *dev_blas_sgemm_exact(void)
 {
     return exact_fn ? exact_fn : dev_blas()->sgemm;

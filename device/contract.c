@@ -329,6 +329,12 @@ static bool gemm_blas_ok(const CtGemm *g)
            g->lda >= 1 && g->ldb >= 1 && g->ldc >= 1;
 }
 
+bool ct_gemm_own_kernel(const CtGemm *g, int64_t macs)
+{
+    const DevBlas *bl = g->c == CT_F32 && gemm_blas_ok(g) ? dev_blas() : NULL;
+    return bl && dev_sgemm_avx512_is(dev_blas_sgemm_for(g->exact ? dev_blas_sgemm_exact() : bl->sgemm, macs));
+}
+
 void ct_gemm(const CtGemm *g, const void *a, const void *b, void *c)
 {
     if (g->m == 0 || g->n == 0)

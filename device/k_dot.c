@@ -869,14 +869,17 @@ done:
  * stride g->n): columns [0, r1) where lower, else all; the columns after
  * those written 0 where `zero_rest` (else never read: softmax_row_upto).
  * Returns how many columns it computed. */
-static int64_t scores_block(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, float *pb, int64_t r0,
-                            int64_t r1, bool zero_rest)
+static int64_t scores_block(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, const float *kp,
+                            float *pb, int64_t r0, int64_t r1, bool zero_rest)
 {
     CtGemm s = *g;
     s.m = r1 - r0;
     s.n = lower && g->m > TRI_TILE && r1 < g->n ? r1 : g->n;
     s.ldc = g->n;
-    ct_gemm(&s, at(a, g->ta, g->lda, r0, 0, sizeof(float)), b, pb);
+    const uint8_t *ab = at(a, g->ta, g->lda, r0, 0, sizeof(float));
+    if (!kp || !dev_sgemm_avx512_run_part(kp, g->n, g->k, g->ta, s.m, s.n, s.k, (const float *)(const void *)ab,
+                                          g->lda, pb, s.ldc))
+        ct_gemm(&s, ab, b, pb);
     for (int64_t r = 0; zero_rest && r < s.m && s.n < g->n; r++)
         memset(pb + r * g->n + s.n, 0, (size_t)(g->n - s.n) * sizeof *pb);
     return s.n;
@@ -922,10 +925,25 @@ static IrStatus pv_plan(const DevKernelArgs *k, const DevKernelArgs *kv, const D
 }
 
 /* One batch element: scores, epilogue and P.V block by block (pb: a
- * block of P, t: the softmax's scratch row). */
+ * block of P, t: the softmax's scratch row). With `packed` (room for
+ * op(B) of both products, as sgemm_avx512.c packs it), K and V are packed
+ * once here and each block's products read the part they need, where
+ * each block packed its part again (K's first r1 rows twice over on
+ * average: a tenth of block-infer's attention, BENCHMARKS.md, "Stop 61"),
+ * with the bits of the unkept products (which run in that kernel:
+ * attention_packs). */
 static void attention_one(const CtGemm *g, const CtGemm *gv, bool lower, const DevDotEpilogue *epi,
-                          const uint8_t *a, const uint8_t *b, const float *v, float *o, float *pb, float *t)
+                          const uint8_t *a, const uint8_t *b, const float *v, float *o, float *pb, float *t,
+                          float *packed)
 {
+    const float *kp = NULL, *vp = NULL;
+    if (packed && dev_sgemm_avx512_pack_b_into(packed, g->n, g->k, (const float *)(const void *)b, g->tb, g->ldb)) {
+        float *vb = packed + dev_sgemm_avx512_b_floats(g->n, g->k);
+        if (dev_sgemm_avx512_pack_b_into(vb, gv->n, gv->k, v, gv->tb, gv->ldb)) {
+            kp = packed;
+            vp = vb;
+        }
+    }
     int64_t kk = gv->k, first_end = TRI_TILE < g->m ? TRI_TILE : g->m;
     /* gemm_one's test for a lower zero triangle of P (tri_holds: V's rows
      * the blocks skip finite); P's zeros are checked block by block. */
@@ -938,7 +956,7 @@ static void attention_one(const CtGemm *g, const CtGemm *gv, bool lower, const D
          * columns after r1 are neither computed, zeroed, nor checked: the
          * softmax says whether they are +0. */
         bool narrow = tri && r1 < kk && epi->softmax && epi->mask;
-        int64_t cols = scores_block(g, lower, a, b, pb, r0, r1, !narrow);
+        int64_t cols = scores_block(g, lower, a, b, kp, pb, r0, r1, !narrow);
         bool zero_after_r1;
         if (narrow) {
             zero_after_r1 = softmax_block_upto(epi, t, pb, r0, r1, g->n, r1, cols);
@@ -948,8 +966,31 @@ static void attention_one(const CtGemm *g, const CtGemm *gv, bool lower, const D
         }
         if (zero_after_r1)
             s.k = r1;
-        ct_gemm(&s, pb, v, o + r0 * gv->ldc);
+        if (!vp || !dev_sgemm_avx512_run_part(vp, gv->n, gv->k, false, s.m, s.n, s.k, pb, s.lda, o + r0 * gv->ldc,
+                                              gv->ldc))
+            ct_gemm(&s, pb, v, o + r0 * gv->ldc);
     }
+}
+
+/* The floats attention_one packs K and V into (plus 64 bytes to align
+ * them), or 0 where one of its blocks' products would not run in tessel's
+ * own kernel (the probe's small products may go to OpenBLAS, a fixed
+ * library computes them, or the loops do), or an operand is not as the
+ * packed form reads it: then each block's products go through ct_gemm as
+ * before. Every block's products are checked, at the sizes scores_block
+ * and attention_one give them (P.V's k: r1 or all). */
+static int64_t attention_packs(const CtGemm *g, const CtGemm *gv, bool lower)
+{
+    if (g->acc || gv->acc || gv->ta || g->k <= 0 || gv->k <= 0 || g->n <= 0 || gv->n <= 0)
+        return 0;
+    for (int64_t r0 = 0; r0 < g->m; r0 += TRI_TILE) {
+        int64_t r1 = r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, mb = r1 - r0;
+        int64_t n = lower && g->m > TRI_TILE && r1 < g->n ? r1 : g->n;
+        if (!ct_gemm_own_kernel(g, mb * n * g->k) || !ct_gemm_own_kernel(gv, mb * gv->n * gv->k) ||
+            (r1 < gv->k && !ct_gemm_own_kernel(gv, mb * gv->n * r1)))
+            return 0;
+    }
+    return (int64_t)(dev_sgemm_avx512_b_floats(g->n, g->k) + dev_sgemm_avx512_b_floats(gv->n, gv->k)) + 16;
 }
 
 IrStatus dev_k_dot_attention(const DevKernelArgs *k, const IrI64List *const perm[2], bool lower,
@@ -1002,11 +1043,15 @@ IrStatus dev_k_dot_attention(const DevKernelArgs *k, const IrI64List *const perm
                  .lda = p.n, .ldb = v.ld, .ldc = pv.n};
     int64_t *ends = NULL;
     DevDotEpilogue e = with_kept_ends(epi, p.m, p.n, &ends);
+    int64_t npk = attention_packs(&g, &gv, lower);
+    float *pk = npk ? ct_scratch(npk, sizeof(float)) : NULL; /* without it, each block packs its part */
+    float *packed = pk ? (float *)(void *)(((uintptr_t)pk + 63) & ~(uintptr_t)63) : NULL;
     for (int64_t i = 0; i < p.b; i++)
         attention_one(&g, &gv, lower, &e, a.data + (size_t)batch_offset(&a.batch, i) * sizeof(float),
                       b.data + (size_t)batch_offset(&b.batch, i) * sizeof(float),
                       (const float *)(const void *)(v.data + (size_t)batch_offset(&v.batch, i) * sizeof(float)),
-                      (float *)(void *)r->data + i * p.m * pv.n, pb, t);
+                      (float *)(void *)r->data + i * p.m * pv.n, pb, t, packed);
+    ts_free(pk);
     ts_free(ends);
 done:
     ts_free(a.owned);

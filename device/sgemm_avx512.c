@@ -49,6 +49,7 @@
  */
 #include "blas.h"
 
+#include <assert.h>
 #include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
@@ -81,6 +82,9 @@ _Static_assert(MC % MR == 0 && MA % MR == 0 && MA >= MC && NC % NR == 0 && NC_KE
 #define HUGE_PAGE ((size_t)2 << 20)
 
 static SgemmFn *fallback_fn;
+static void sgemm_avx512(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n,
+                         int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc);
 static const char *avx512_why;
 static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
 static pthread_key_t scratch_key, whole_key;
@@ -318,24 +322,25 @@ static int64_t round_up(int64_t x, int64_t to)
 
 /* C's rows i0.. (mb) by columns j0.. (nb) += (alpha) the k block p0 (kb)
  * of A's packed block pa (lda 0) or of A in place (pa its element (i0,
- * p0), rows lda apart; mb whole strips) and B's pb, tile by tile (the
- * first k block scales C by beta instead of adding). `then` (the last k
- * block's, else NULL): told of each tile, then given each strip of MR
- * rows. */
-AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool first, const float *pa, int64_t lda,
-                                    const float *pb, float *c, int64_t ldc, float alpha, float beta,
+ * p0), rows lda apart; mb whole strips) and B's pb (its panels kstride
+ * rows apart: kb, or more where only a block's first kb rows are read),
+ * tile by tile (the first k block scales C by beta instead of adding).
+ * `then` (the last k block's, else NULL): told of each tile, then given
+ * each strip of MR rows. */
+AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, int64_t kstride, bool first, const float *pa,
+                                    int64_t lda, const float *pb, float *c, int64_t ldc, float alpha, float beta,
                                     const DevGemmThen *then, int64_t i0, int64_t j0)
 {
     for (int64_t r = 0; r < mb; r += MR) {
         for (int64_t s = 0; s < nb; s += NR) {
             int64_t cols = nb - s;
             if (cols >= NR && mb - r >= MR && alpha == 1.0f && beta == 0.0f) {
-                tile_whole(lda, kb, pa + r * (lda ? lda : kb), pb + s * kb, c + r * ldc + s, ldc, first);
+                tile_whole(lda, kb, pa + r * (lda ? lda : kb), pb + s * kstride, c + r * ldc + s, ldc, first);
             } else {
                 __mmask16 mask[NV];
                 for (int j = 0; j < NV; j++)
                     mask[j] = lanes16(cols - 16 * j);
-                (cols <= 16 ? tile16 : cols <= 32 ? tile32 : tile)(lda, kb, pa + r * (lda ? lda : kb), pb + s * kb,
+                (cols <= 16 ? tile16 : cols <= 32 ? tile32 : tile)(lda, kb, pa + r * (lda ? lda : kb), pb + s * kstride,
                                                                    c + r * ldc + s, ldc, (int)min64(MR, mb - r),
                                                                    mask, alpha, beta, first);
             }
@@ -349,9 +354,12 @@ AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool fir
 
 /* The row-major product in the calling thread's packed buffers pa (MA x
  * KC) and pb (KC x NC); where `kept` is op(B) packed whole (B's kept
- * form), its blocks instead of pb: block (p0, j0) at p0 np + kb j0, np
- * being n rounded up to whole panels (each block is the one pack_b would
- * make, so a kept product has the bits of an unkept one).
+ * form) for kn columns and kk rows (n and k, or more: then the product
+ * reads the first k rows and n columns of it), its blocks instead of pb:
+ * block (p0, j0) at p0 np + kbk j0, np being kn rounded up to whole
+ * panels and kbk the block's rows in the kept form (each block is the one
+ * pack_b would make, so a kept product has the bits of an unkept one, and
+ * the same k blocks from p0 = 0 are summed in the same order).
  * Two loop orders, each tile of C summing its k blocks in order from the
  * same panels either way (the same bits): B's column blocks outermost
  * (BLIS's), A's blocks of MC rows packed (or read in place) once per
@@ -365,11 +373,13 @@ AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool fir
  * of mlp-sgd ran 0.5-1 ms faster of 10; BENCHMARKS.md, "Stop 59"). */
 AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
-                                   float *pa, float *pb, const float *kept, const DevGemmThen *then)
+                                   float *pa, float *pb, const float *kept, int64_t kn, int64_t kk,
+                                   const DevGemmThen *then)
 {
     if (kept) {
+        int64_t np = round_up(kn, NR);
         for (int64_t p0 = 0; p0 < k; p0 += KC) {
-            int64_t kb = min64(KC, k - p0);
+            int64_t kb = min64(KC, k - p0), kbk = min64(KC, kk - p0);
             for (int64_t i0 = 0; i0 < m; i0 += MA) {
                 int64_t mb = min64(MA, m - i0);
                 bool direct = !ta && mb % MR == 0;
@@ -377,8 +387,8 @@ AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64
                     pack_a(a, lda, ta, i0, mb, p0, kb, pa);
                 for (int64_t j0 = 0; j0 < n; j0 += NC_KEPT) {
                     int64_t nb = min64(NC_KEPT, n - j0);
-                    const float *block = kept + p0 * round_up(n, NR) + kb * j0;
-                    run_block(mb, nb, kb, p0 == 0, direct ? a + i0 * lda + p0 : pa, direct ? lda : 0, block,
+                    const float *block = kept + p0 * np + kbk * j0;
+                    run_block(mb, nb, kb, kbk, p0 == 0, direct ? a + i0 * lda + p0 : pa, direct ? lda : 0, block,
                               c + i0 * ldc + j0, ldc, alpha, beta, p0 + kb >= k ? then : NULL, i0, j0);
                 }
             }
@@ -395,7 +405,7 @@ AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64
                 bool direct = !ta && mb % MR == 0;
                 if (!direct)
                     pack_a(a, lda, ta, i0, mb, p0, kb, pa);
-                run_block(mb, nb, kb, p0 == 0, direct ? a + i0 * lda + p0 : pa, direct ? lda : 0, pb,
+                run_block(mb, nb, kb, kb, p0 == 0, direct ? a + i0 * lda + p0 : pa, direct ? lda : 0, pb,
                           c + i0 * ldc + j0, ldc, alpha, beta, p0 + kb >= k ? then : NULL, i0, j0);
             }
         }
@@ -498,7 +508,7 @@ static bool rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
     float *kept = n > NC && floats <= WHOLE_MAX ? whole_of(floats) : NULL;
     if (kept)
         pack_b_whole(b, ldb, tb, n, k, kept);
-    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MA * KC, kept, then);
+    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MA * KC, kept, n, k, then);
     return true;
 }
 
@@ -545,13 +555,43 @@ bool dev_sgemm_avx512_run_b_then(const DevSgemmAvx512B *p, int64_t m, const floa
         return true;
     if (!scratch_of())
         return false;
-    multiply(false, false, m, p->n, p->k, 1.0f, a, lda, NULL, 0, 0.0f, c, ldc, scratch, NULL, p->buf, then);
+    multiply(false, false, m, p->n, p->k, 1.0f, a, lda, NULL, 0, 0.0f, c, ldc, scratch, NULL, p->buf, p->n, p->k,
+             then);
     return true;
 }
 
 bool dev_sgemm_avx512_run_b(const DevSgemmAvx512B *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc)
 {
     return dev_sgemm_avx512_run_b_then(p, m, a, lda, c, ldc, NULL);
+}
+
+size_t dev_sgemm_avx512_b_floats(int64_t n, int64_t k)
+{
+    return (size_t)(k * round_up(n, NR) + PREFETCH_B * NR);
+}
+
+bool dev_sgemm_avx512_pack_b_into(float *buf, int64_t n, int64_t k, const float *b, bool tb, int64_t ldb)
+{
+    pthread_once(&avx512_once, avx512_check);
+    if (avx512_why || n <= 0 || k <= 0 || (uintptr_t)buf % 64)
+        return false;
+    pack_b_whole(b, ldb, tb, n, k, buf);
+    return true;
+}
+
+bool dev_sgemm_avx512_run_part(const float *packed, int64_t kn, int64_t kk, bool ta, int64_t m, int64_t n, int64_t k,
+                               const float *a, int64_t lda, float *c, int64_t ldc)
+{
+    assert(n <= kn && k <= kk);
+    if (m <= 0 || n <= 0 || k <= 0 || !scratch_of())
+        return false;
+    multiply(ta, false, m, n, k, 1.0f, a, lda, NULL, 0, 0.0f, c, ldc, scratch, NULL, packed, kn, kk, NULL);
+    return true;
+}
+
+bool dev_sgemm_avx512_is(SgemmFn *f)
+{
+    return f && f == sgemm_avx512;
 }
 
 size_t dev_sgemm_avx512_b_bytes(const DevSgemmAvx512B *p)

@@ -210,17 +210,25 @@ static DevValue *run_fused(const IrModule *m, DevValue **args, bool fuse)
     return out;
 }
 
-/* At sequence lengths 130 and 300 (tiles of 64 that do not divide them),
- * the attention with its scores' upper tiles skipped (the softmax of a
- * block's rows written up to the block's last column, the rest known +0)
- * is the unfused run's (every tile computed), bit for bit; and a softmax
+/* Every f32 dot in tessel's own kernel (main: TESSEL_SGEMM=avx512). */
+static bool own_kernel;
+
+/* At sequence lengths 130, 300 and, in tessel's own kernel, 520 (tiles of
+ * 64 that do not divide them; P.V's sums past a k block of 256, the
+ * scores past a column block of 384; under the probe a block's products
+ * of 64 rows and the unfused ones of 520 may go to different libraries by
+ * their size, whose sums differ), the attention with its scores' upper
+ * tiles skipped (the
+ * softmax of a block's rows written up to the block's last column, the
+ * rest known +0) is the unfused run's (every tile computed), bit for
+ * bit; and a softmax
  * row is what the masked scores give (checked against a double-precision
  * attention, the masked columns at `masked`, whose exp is 0 at -1e9 and
  * not at -4: then every column of P counts and P.V reads them all). */
 static void attention_against_unfused(double masked)
 {
-    int lens[] = {130, 300};
-    for (size_t t = 0; t < sizeof lens / sizeof *lens; t++) {
+    int lens[] = {130, 300, 520};
+    for (size_t t = 0; t < (own_kernel ? 3 : 2); t++) {
         int s = lens[t];
         for (int in_call = 0; in_call < 2; in_call++) {
             IrModule *m = parse_ok(attention(s, CAUSAL_GE, in_call));
@@ -241,7 +249,7 @@ static void attention_against_unfused(double masked)
             int rows[] = {0, 63, 64, s - 1};
             for (size_t ri = 0; ri < 4; ri++) {
                 int r = rows[ri];
-                double w[512], mx = -INFINITY, z = 0;
+                double w[1024], mx = -INFINITY, z = 0;
                 for (int j = 0; j < s; j++) {
                     double dot = 0;
                     for (int e = 0; e < 4; e++)
@@ -670,6 +678,14 @@ static void dot_softmaxes(void **state)
 
 int main(void)
 {
+    /* TESSEL_SGEMM=avx512 (ctest's test_causal_avx512): every f32 dot in
+     * tessel's own kernel, so the fused attention packs K and V once a
+     * head (k_dot.c's attention_packs) where the unfused run packs each
+     * product's B; otherwise as the library decides */
+    const char *sgemm = getenv("TESSEL_SGEMM");
+    own_kernel = sgemm && !strcmp(sgemm, "avx512");
+    if (own_kernel)
+        dev_blas_choose_sgemm(DEV_SGEMM_AVX512);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(causal_masks_recognised),
         cmocka_unit_test(other_masks_not),

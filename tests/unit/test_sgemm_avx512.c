@@ -14,7 +14,8 @@
  * where f32 is: small integers give the integer sums bit for bit. B packed
  * once and kept (packed.c) gives the unkept product's bits, A stored
  * transposed the plain one's, and alpha 1 (a whole tile's own path at
- * beta 0) the bits of alpha -1 negated.
+ * beta 0) the bits of alpha -1 negated; products over part of a B packed
+ * into a caller's buffer the bits of the same products unkept.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -282,6 +283,50 @@ static void alpha_one_whole_tiles_same_bits(void **state)
         }
 }
 
+/* op(B) packed once into a caller's buffer for kk rows and kn columns,
+ * and products reading its first k rows and n columns (attention's blocks
+ * over K and V packed once a head), have the bits of the unkept products
+ * of that part of B: k inside a block, at a block's end and past it (256),
+ * n inside a kept column block, past it (384) and whole, A plain and
+ * transposed, B plain and transposed. A buffer off 64 bytes is refused. */
+static void packed_part_same_bits(void **state)
+{
+    (void)state;
+    if (!kernel())
+        skip();
+    enum { KN = 520, KK = 600 };
+    static const int parts[][3] = {{64, 100, 300}, {13, 434, 256}, {64, 520, 600}, {8, 48, 7}, {70, 30, 257}};
+    uint64_t z = 17;
+    size_t nbuf = dev_sgemm_avx512_b_floats(KN, KK) + 16;
+    float *raw = malloc(nbuf * sizeof(float)), *b = malloc((size_t)KN * KK * sizeof(float));
+    assert_true(raw && b);
+    float *buf = (float *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    assert_false(dev_sgemm_avx512_pack_b_into(buf + 1, KN, KK, b, false, KN));
+    for (int i = 0; i < KN * KK; i++)
+        b[i] = sgemm_draw(&z);
+    for (int tb = 0; tb < 2; tb++) {
+        int ldb = tb ? KK : KN; /* B plain k x n (row stride KN), or stored n x k */
+        assert_true(dev_sgemm_avx512_pack_b_into(buf, KN, KK, b, tb, ldb));
+        for (int s = 0; s < (int)(sizeof parts / sizeof parts[0]); s++)
+            for (int ta = 0; ta < 2; ta++) {
+                int m = parts[s][0], n = parts[s][1], k = parts[s][2], lda = ta ? m + 3 : k + 5;
+                float *a = malloc((size_t)(ta ? k : m) * lda * sizeof *a);
+                float *c = malloc((size_t)m * n * sizeof *c), *c0 = malloc((size_t)m * n * sizeof *c0);
+                assert_true(a && c && c0);
+                for (int i = 0; i < (ta ? k : m) * lda; i++)
+                    a[i] = sgemm_draw(&z);
+                assert_true(dev_sgemm_avx512_run_part(buf, KN, KK, ta, m, n, k, a, lda, c, n));
+                assert_true(dev_sgemm_avx512_rowmajor(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c0, n));
+                assert_memory_equal(c, c0, (size_t)m * n * sizeof *c);
+                free(a);
+                free(c);
+                free(c0);
+            }
+    }
+    free(raw);
+    free(b);
+}
+
 int main(void)
 {
     /* m 0: true exactly where the kernel can run here */
@@ -298,6 +343,7 @@ int main(void)
         cmocka_unit_test(kept_b_same_bits),
         cmocka_unit_test(transposed_a_same_bits),
         cmocka_unit_test(alpha_one_whole_tiles_same_bits),
+        cmocka_unit_test(packed_part_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
