@@ -583,7 +583,7 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
         f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-/* As sgemm_probed picks (it and this change together). */
+/* As sgemm_probed picks for a product of that size (keep the two alike). */
 SgemmFn *dev_blas_sgemm_for(SgemmFn *f, int64_t macs)
 {
     if (f != sgemm_probed)

@@ -74,11 +74,11 @@ typedef struct CtGemm {
 } CtGemm;
 
 void ct_gemm(const CtGemm *g, const void *a, const void *b, void *c);
-/* Whether ct_gemm computes g's product, and any of its operands' shapes
- * with `macs` multiply-adds, in tessel's own f32 kernel (sgemm_avx512.c:
- * the one its packed-B entry points give the bits of): f32 through BLAS,
- * and DevBlas.sgemm (or the exact one) that kernel or, under the probe,
- * sending products of that size to it. */
+/* Whether ct_gemm computes a product like g's (its types, strides and
+ * options) of `macs` multiply-adds in tessel's own f32 kernel
+ * (sgemm_avx512.c, whose packed-B entry points then give the same bits):
+ * f32 through BLAS, and DevBlas.sgemm (or the exact one) that kernel, or
+ * the probe sending products of that size to it. */
 bool ct_gemm_own_kernel(const CtGemm *g, int64_t macs);
 
 /* The multiply-accumulate of the loop kernels: sum, or OR of ANDs (pred). */
