@@ -218,13 +218,12 @@ static bool own_kernel;
  * scores past a column block of 384; under the probe a block's products
  * of 64 rows and the unfused ones of 520 may go to different libraries by
  * their size, whose sums differ), the attention with its scores' upper
- * tiles skipped (the
- * softmax of a block's rows written up to the block's last column, the
- * rest known +0) is the unfused run's (every tile computed), bit for
- * bit; and a softmax
- * row is what the masked scores give (checked against a double-precision
- * attention, the masked columns at `masked`, whose exp is 0 at -1e9 and
- * not at -4: then every column of P counts and P.V reads them all). */
+ * tiles skipped (the softmax of a block's rows written up to the block's
+ * last column, the rest known +0) is the unfused run's (every tile
+ * computed), bit for bit; and a softmax row is what the masked scores
+ * give (checked against a double-precision attention, the masked columns
+ * at `masked`, whose exp is 0 at -1e9 and not at -4: then every column of
+ * P counts and P.V reads them all). */
 static void attention_against_unfused(double masked)
 {
     int lens[] = {130, 300, 520};
