@@ -82,9 +82,6 @@ _Static_assert(MC % MR == 0 && MA % MR == 0 && MA >= MC && NC % NR == 0 && NC_KE
 #define HUGE_PAGE ((size_t)2 << 20)
 
 static SgemmFn *fallback_fn;
-static void sgemm_avx512(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n,
-                         int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                         int ldc);
 static const char *avx512_why;
 static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
 static pthread_key_t scratch_key, whole_key;
@@ -183,8 +180,8 @@ AVX512_TARGET static void tile16(int64_t lda, TILE_ARGS)
  * acc, NaN included: the same bits). The generic tile's masks, rows, alpha
  * and beta at run time cost 2-3 % of run_block's rate on whole tiles (a C
  * program on the AMD machine: 0.95-0.96 of the FMA loop against
- * 0.97-0.99; BENCHMARKS.md, "Stop 61"). The last panels of 32 and 16
- * columns so gained nothing measurable (attention's products). */
+ * 0.97-0.99; BENCHMARKS.md, "Stop 61"). Instantiations for last panels
+ * of exactly 32 and 16 columns gained nothing measurable (attention's). */
 static const __mmask16 whole_mask[NV] = {0xffff, 0xffff, 0xffff};
 
 AVX512_TARGET static void tile_whole(int64_t lda, int64_t kc, const float *restrict ap, const float *restrict bp,
@@ -589,11 +586,6 @@ bool dev_sgemm_avx512_run_part(const float *packed, int64_t kn, int64_t kk, bool
     return true;
 }
 
-bool dev_sgemm_avx512_is(SgemmFn *f)
-{
-    return f && f == sgemm_avx512;
-}
-
 size_t dev_sgemm_avx512_b_bytes(const DevSgemmAvx512B *p)
 {
     return p ? (size_t)(p->k * round_up(p->n, NR) + PREFETCH_B * NR) * sizeof(float) : 0;
@@ -640,6 +632,11 @@ static void sgemm_avx512(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
                                                 lda, beta, c, ldc);
     if (!done)
         fallback_fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+bool dev_sgemm_avx512_is(SgemmFn *f)
+{
+    return f && f == sgemm_avx512;
 }
 
 SgemmFn *dev_sgemm_avx512(SgemmFn *fallback, const char **why)
