@@ -36,7 +36,10 @@ peak (`gemm_bench --peak`, measured before the rounds), against the bar
 (0.8 of the faster peer's step) in one process and across processes: a bar
 under the floor cannot be met by any program doing JAX's arithmetic at
 the peak (only by less arithmetic, as tessel's causal tiles and zero rows
-do). A peer that cannot be imported (no JAX venv, no
+do); and the share of the peak JAX's flops would run at in a step of the
+in-process bar, beside the share they run at in tessel-2dev's step (how
+close to the peak the bar asks a program doing JAX's arithmetic to run,
+and how close tessel's runs). A peer that cannot be imported (no JAX venv, no
 python3-torch) is skipped, saying so. TESSEL_SGEMM in the environment
 fixes the library of tessel's f32 dots on both tessel sides (docs/cli.md,
 `--sgemm`), and the line says so: `TESSEL_SGEMM=amx-bf16x3` runs them as
@@ -184,9 +187,12 @@ def fma_peak(o):
         return "gemm_bench --peak printed %r" % p.stdout.strip()[:60]
 
 
-def floor_clause(d, peak, bar1, bar2):
+def floor_clause(d, peak, bar1, bar2, t2):
     """The floor of a device's step: JAX's program's flops at the FMA peak,
-    beside the bars in one process (bar1 ms) and across processes (bar2)."""
+    beside the bars in one process (bar1 ms) and across processes (bar2),
+    and the share of the peak each asks for, beside tessel-2dev's (t2 ms):
+    JAX's flops over a step's time, over the peak (tessel may do fewer,
+    as its causal tiles, so its share may pass 1)."""
     with open(os.path.join(d, "cost.json")) as fh:
         flops = json.load(fh)["flops"]
     if isinstance(peak, str):
@@ -194,9 +200,10 @@ def floor_clause(d, peak, bar1, bar2):
     floor = flops / (peak * 1e9) * 1e3
     under = [w for w, bar in (("in one process", bar1), ("across processes", bar2)) if bar < floor]
     return ("floor: JAX's program %.2f GFLOP a device a step (XLA's cost analysis), %.2f ms at the peak %.1f "
-            "GFLOP/s one core; the bar 0.8 of the faster peer %.2f ms in one process, %.2f across processes%s"
+            "GFLOP/s one core; the bar 0.8 of the faster peer %.2f ms in one process, %.2f across processes%s; "
+            "at the bar in one process JAX's flops run at %.2f of the peak, in tessel-2dev's step at %.2f"
             % (flops * 1e-9, floor, peak, bar1, bar2,
-               " (under the floor %s)" % " and ".join(under) if under else ""))
+               " (under the floor %s)" % " and ".join(under) if under else "", floor / bar1, floor / t2))
 
 
 def bench(name, o):
@@ -280,7 +287,7 @@ def bench(name, o):
     rounds = "by round: " + ", ".join("%s %.2f-%.2f (median %.2f, %d of %d rounds at most 0.8)"
                                       % (w, min(v), max(v), median(v), sum(x <= 0.8 for x in v), len(v))
                                       for w, v in by_round)
-    floor = floor_clause(d, peak, 0.8 * j1, 0.8 * min(multi))
+    floor = floor_clause(d, peak, 0.8 * j1, 0.8 * min(multi), t2)
     # tessel's f32 dots as the environment fixed them (TESSEL_SGEMM reaches
     # every tessel side; amx-bf16x3 is not f32's bits, so the line says it)
     sgemm = "tessel TESSEL_SGEMM=%s; " % ENV["TESSEL_SGEMM"] if ENV.get("TESSEL_SGEMM") else ""
