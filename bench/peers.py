@@ -190,9 +190,10 @@ def fma_peak(o):
 def floor_clause(d, peak, bar1, bar2, t2):
     """The floor of a device's step: JAX's program's flops at the FMA peak,
     beside the bars in one process (bar1 ms) and across processes (bar2),
-    and the share of the peak each asks for, beside tessel-2dev's (t2 ms):
-    JAX's flops over a step's time, over the peak (tessel may do fewer,
-    as its causal tiles, so its share may pass 1)."""
+    and the share of the peak the in-process bar asks for beside the one
+    tessel-2dev's step (t2 ms) reached: JAX's flops over the step's time,
+    over the peak (tessel may do fewer, as its causal tiles do, so its
+    share may pass 1)."""
     with open(os.path.join(d, "cost.json")) as fh:
         flops = json.load(fh)["flops"]
     if isinstance(peak, str):
