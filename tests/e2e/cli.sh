@@ -316,16 +316,7 @@ expect_in "$ERR" "TESSEL_SGEMM=mkl: expected openblas, blis, onednn, avx512, amx
 # -o onto something that is not a regular file (a pipe here; /dev/null as
 # root) writes into it: renaming a temporary over it would replace it
 mkfifo "$WORK/pipe"
-timeout 30 cat "$WORK/pipe" >"$WORK/piped.plan" &
-reader=$!
-# the reader must have the pipe open before tessel does (it refuses a FIFO
-# no process reads): on a loaded machine cat started late and the test failed
-for _ in $(seq 1 300); do
-    find /proc/[0-9]*/fd -lname "$WORK/pipe" 2>/dev/null | grep -q . && break
-    sleep 0.01
-done
-expect_status 0 "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" -o "$WORK/pipe"
-wait "$reader" || true
+expect_through_fifo "$WORK/pipe" "$WORK/piped.plan" "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" -o "$WORK/pipe"
 [ -p "$WORK/pipe" ] || fail "compile -o replaced the pipe with a file"
 grep -q "TesselPlan" "$WORK/piped.plan" || fail "the plan did not go through the pipe"
 echo "cli: ok"

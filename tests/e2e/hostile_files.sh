@@ -217,10 +217,7 @@ expect_status 2 timeout 20 "$TESSEL" compile "$M" -o "$WORK/fifo"
 expect_in "$ERR" "cannot write $WORK/fifo: a FIFO that no process reads"
 [ ! -e "$WORK/s.plan" ] || fail "a refused compile wrote its plan"
 # with a reader, -o FIFO is written as before
-cat "$WORK/fifo" >"$WORK/from_fifo.txt" &
-reader=$!
-expect_status 0 timeout 20 "$TESSEL" compile "$M" -o "$WORK/fifo"
-wait $reader
+expect_through_fifo "$WORK/fifo" "$WORK/from_fifo.txt" timeout 20 "$TESSEL" compile "$M" -o "$WORK/fifo"
 expect_in "$WORK/from_fifo.txt" "TesselPlanFile"
 echo "hostile_files: FIFOs are refused, never waited on"
 

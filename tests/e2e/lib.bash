@@ -8,6 +8,9 @@
 #   expect_status WANT CMD...              run CMD, save stdout/stderr in
 #                                          $OUT/$ERR, fail unless status WANT
 #   expect_in FILE TEXT                    fail unless FILE contains TEXT
+#   expect_through_fifo FIFO FILE CMD...   run CMD (which writes FIFO) while
+#                                          a background cat copies FIFO into
+#                                          FILE; fail unless status 0
 #   same_outputs REF DIR WHAT              every REF/*.npy has its twin in DIR
 #                                          within the oracle's tolerance (NumPy)
 #   fail MSG                               print and exit 1
@@ -50,6 +53,31 @@ expect_status() {
 
 expect_in() {
     grep -qF -- "$2" "$1" || fail "$1 does not contain: $2"
+}
+
+# A reader is there for tessel only once the background cat is inside its
+# open() of the FIFO (which then waits for a writer); until then tessel
+# finds no process reading it and refuses (status 2, nothing written), so
+# CMD is run again on that refusal, for up to 10 s: started at once, cat lost
+# that race now and then (CI, e2e_hostile_files). The reader is bounded and
+# killed on a failure: left waiting on the FIFO it held the test's output
+# open, and the test hung until ctest's timeout.
+expect_through_fifo() {
+    local fifo=$1 file=$2 got=2
+    shift 2
+    timeout 60 cat "$fifo" >"$file" &
+    local reader=$!
+    for _ in $(seq 100); do
+        got=0
+        "$@" >"$OUT" 2>"$ERR" || got=$?
+        [ "$got" = 2 ] && grep -qF "a FIFO that no process reads" "$ERR" || break
+        sleep 0.1
+    done
+    if [ "$got" != 0 ]; then
+        kill "$reader" 2>/dev/null || true
+        fail "'$*' exited $got, expected 0 (with a reader on $fifo)"
+    fi
+    wait "$reader" || fail "the reader of $fifo failed"
 }
 
 npy_write() {
